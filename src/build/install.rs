@@ -1,0 +1,176 @@
+//! Installing wheels into the target environment, and putting it back exactly as it was when a
+//! step fails: before kiln replaces a distribution it copies every file its `RECORD` lists; on
+//! failure it uninstalls what it installed and copies those files back.
+//!
+//! Installs go through `uv pip` when uv is on PATH, else `python -m pip`; kiln never edits
+//! site-packages itself except to restore a backup.
+
+use std::path::{Path, PathBuf};
+
+use crate::process::{Cmd, CommandFailed};
+use crate::probe::python::Dist;
+
+/// The program that installs wheels.
+#[derive(Debug, Clone)]
+pub enum Installer {
+    Uv(PathBuf),
+    Pip,
+}
+
+impl Installer {
+    /// uv when it is on PATH (and `KILN_NO_UV` is unset), else pip.
+    pub fn detect() -> Installer {
+        if std::env::var_os("KILN_NO_UV").is_none()
+            && let Ok(uv) = which::which("uv")
+        {
+            return Installer::Uv(uv);
+        }
+        Installer::Pip
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Installer::Uv(_) => "uv pip",
+            Installer::Pip => "pip",
+        }
+    }
+
+    /// `install` of `what` (wheel paths or requirements), replacing what is there.
+    pub fn install(&self, python: &Path, what: &[String], deps: bool, constraints: Option<&Path>, index_url: Option<&str>) -> Cmd {
+        let py = python.display().to_string();
+        let mut c = match self {
+            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str(), "--reinstall"]),
+            Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--force-reinstall", "--no-input"]),
+        };
+        if !deps {
+            c = c.arg("--no-deps");
+        }
+        if let Some(cons) = constraints {
+            c = c.arg("--constraint").arg(cons.display().to_string());
+        }
+        if let Some(u) = index_url {
+            c = c.arg("--index-url").arg(u);
+        }
+        c.args(what.iter().cloned())
+    }
+
+    /// Installs `reqs` into a private directory (`--target`), for build-time requirements.
+    pub fn install_target(&self, python: &Path, reqs: &[String], target: &Path) -> Cmd {
+        let py = python.display().to_string();
+        let t = target.display().to_string();
+        match self {
+            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str(), "--target", t.as_str()]),
+            Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input", "--target", t.as_str()]),
+        }
+        .args(reqs.iter().cloned())
+    }
+
+    pub fn uninstall(&self, python: &Path, dist: &str) -> Cmd {
+        let py = python.display().to_string();
+        match self {
+            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "uninstall", "--python", py.as_str(), dist]),
+            Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "uninstall", "-y", dist]),
+        }
+    }
+}
+
+/// Copies of the files of one installed distribution.
+#[derive(Debug)]
+pub struct Backup {
+    dist: String,
+    files: Vec<(PathBuf, PathBuf)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("cannot back up {dist}: {detail}")]
+    Backup { dist: String, detail: String },
+    #[error("cannot restore {dist}: {detail}")]
+    Restore { dist: String, detail: String },
+    #[error(transparent)]
+    Command(#[from] CommandFailed),
+}
+
+impl Backup {
+    /// Copies every file `dist`'s RECORD lists into `dir`. `None` when nothing is installed.
+    pub fn take(dist: Option<&Dist>, dir: &Path) -> Result<Option<Backup>, BackupError> {
+        let Some(d) = dist else { return Ok(None) };
+        let fail = |detail: String| BackupError::Backup { dist: d.name.clone(), detail };
+        let (Some(info), Some(loc)) = (&d.dist_info, &d.location) else {
+            return Err(fail("its metadata directory is unknown".into()));
+        };
+        let record = std::fs::read_to_string(Path::new(info).join("RECORD")).map_err(|e| fail(format!("no RECORD: {e}")))?;
+        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+        let mut files = Vec::new();
+        for (i, line) in record.lines().enumerate() {
+            let Some(rel) = record_path(line) else { continue };
+            let orig = Path::new(loc).join(rel);
+            if !orig.is_file() {
+                continue;
+            }
+            let copy = dir.join(i.to_string());
+            std::fs::copy(&orig, &copy).map_err(|e| fail(format!("{}: {e}", orig.display())))?;
+            files.push((orig, copy));
+        }
+        Ok(Some(Backup { dist: d.name.clone(), files }))
+    }
+
+    /// Puts the files back (after the new version was uninstalled).
+    pub fn restore(&self) -> Result<(), BackupError> {
+        for (orig, copy) in &self.files {
+            if let Some(p) = orig.parent() {
+                std::fs::create_dir_all(p).map_err(|e| BackupError::Restore { dist: self.dist.clone(), detail: e.to_string() })?;
+            }
+            std::fs::copy(copy, orig).map_err(|e| BackupError::Restore { dist: self.dist.clone(), detail: format!("{}: {e}", orig.display()) })?;
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+/// The path field of one RECORD line (CSV; a path with a comma is quoted).
+fn record_path(line: &str) -> Option<String> {
+    let line = line.trim();
+    if line.is_empty() {
+        return None;
+    }
+    let path = if let Some(rest) = line.strip_prefix('"') {
+        let mut out = String::new();
+        let mut chars = rest.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    out.push('"');
+                    chars.next();
+                } else {
+                    break;
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    } else {
+        line.split(',').next()?.to_string()
+    };
+    (!path.is_empty()).then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_paths() {
+        assert_eq!(record_path("a/b.py,sha256=x,12").as_deref(), Some("a/b.py"));
+        assert_eq!(record_path("\"a,\"\"b\"\".py\",,").as_deref(), Some("a,\"b\".py"));
+        assert_eq!(record_path("  "), None);
+    }
+}

@@ -1,0 +1,373 @@
+//! Build: carries out a [`Plan`]. For each step that changes something: get the source, build a
+//! wheel (with build requirements in a private overlay, never in the environment), back up what
+//! is installed, install the wheel, and prove it with a fresh probe of its imports before any
+//! dependent starts. A failure at any point leaves the environment as it was and stops the run.
+//!
+//! Progress goes through the [`Reporter`] trait; this module never prints. Parallel builds and a
+//! wheel cache keyed by fingerprint are left to later work.
+
+pub mod install;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::probe::python::{self, PythonFacts};
+use crate::probe::{MachineFacts, normalize};
+use crate::process::{Cmd, CommandFailed};
+use crate::recipe::template::Vars;
+use crate::recipe::{Recipe, RecipeSet, Source};
+use crate::resolve::plan::jobs_for;
+use crate::resolve::{Action, Plan, Step};
+use install::{Backup, Installer};
+
+/// Where a build is in its life, for progress displays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Fetch,
+    BuildRequires,
+    Prepare,
+    Wheel,
+    Install,
+    Verify,
+    Restore,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Fetch => "fetch",
+            Phase::BuildRequires => "build-requires",
+            Phase::Prepare => "prepare",
+            Phase::Wheel => "wheel",
+            Phase::Install => "install",
+            Phase::Verify => "verify",
+            Phase::Restore => "restore",
+        }
+    }
+}
+
+/// Receives progress. Implemented by the terminal front end; core code only calls it.
+pub trait Reporter {
+    fn step_started(&self, step: &Step);
+    fn phase(&self, step: &Step, phase: Phase, detail: &str);
+    fn step_finished(&self, step: &Step, outcome: &Outcome);
+}
+
+/// What happened to one step.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub name: String,
+    pub action: Action,
+    /// `done`, `kept` or `failed`.
+    pub result: &'static str,
+    pub seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<String>,
+    /// `sha256:...`, `git:<commit>`, `path:...` or the requirement installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// A step that failed, with what the user needs to see.
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {phase} failed: {message}")]
+pub struct BuildFailure {
+    pub name: String,
+    pub phase: &'static str,
+    pub message: String,
+    pub command: Option<CommandFailed>,
+    /// How the environment was put back.
+    pub restored: String,
+    pub hint: Option<String>,
+}
+
+/// Everything the executor needs besides the plan.
+pub struct Context<'a> {
+    pub set: &'a RecipeSet,
+    pub machine: &'a MachineFacts,
+    pub python: PathBuf,
+    pub cache: PathBuf,
+    pub logs: PathBuf,
+    pub installer: Installer,
+    pub jobs: Option<usize>,
+    /// The facts the plan was made from (installed dists, for backups and constraints).
+    pub facts: &'a PythonFacts,
+}
+
+/// Runs every changing step of `plan` in order; stops at the first failure.
+pub fn execute(plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> Result<Vec<Outcome>, (Vec<Outcome>, BuildFailure)> {
+    let mut done = Vec::new();
+    for step in &plan.steps {
+        reporter.step_started(step);
+        let start = Instant::now();
+        if !step.action.changes() {
+            let o = Outcome { name: step.name.clone(), action: step.action, result: "kept", seconds: 0.0, wheel: None, source: None };
+            reporter.step_finished(step, &o);
+            done.push(o);
+            continue;
+        }
+        match run_step(step, plan, cx, reporter) {
+            Ok((wheel, source)) => {
+                let o = Outcome {
+                    name: step.name.clone(),
+                    action: step.action,
+                    result: "done",
+                    seconds: start.elapsed().as_secs_f64(),
+                    wheel: wheel.map(|w| w.display().to_string()),
+                    source: Some(source),
+                };
+                reporter.step_finished(step, &o);
+                done.push(o);
+            }
+            Err(f) => {
+                let o = Outcome { name: step.name.clone(), action: step.action, result: "failed", seconds: start.elapsed().as_secs_f64(), wheel: None, source: None };
+                reporter.step_finished(step, &o);
+                return Err((done, f));
+            }
+        }
+    }
+    Ok(done)
+}
+
+fn fail(step: &Step, phase: Phase, message: impl Into<String>) -> BuildFailure {
+    BuildFailure {
+        name: step.name.clone(),
+        phase: phase.as_str(),
+        message: message.into(),
+        command: None,
+        restored: "nothing was installed; the environment is unchanged".into(),
+        hint: None,
+    }
+}
+
+fn cmd_fail(step: &Step, phase: Phase, e: CommandFailed) -> BuildFailure {
+    let hint = hint_for(&e);
+    BuildFailure {
+        name: step.name.clone(),
+        phase: phase.as_str(),
+        message: format!("`{}` exited with {}", e.command, e.status),
+        command: Some(e),
+        restored: "nothing was installed; the environment is unchanged".into(),
+        hint,
+    }
+}
+
+/// Known failures and what to do about them.
+fn hint_for(e: &CommandFailed) -> Option<String> {
+    let text = e.tail.join("\n");
+    if e.status.contains("signal 9") || text.contains("Killed") {
+        return Some("the compiler was killed, most likely by the OOM killer: retry with a smaller `--jobs`".into());
+    }
+    if text.contains("No module named 'torch'") {
+        return Some("this build needs torch in the environment first: `kiln install torch`".into());
+    }
+    if text.contains("invalid command 'bdist_wheel'") {
+        return Some("the environment lacks the `wheel` package needed by setuptools < 70.1".into());
+    }
+    if text.contains("nvcc: not found") || text.contains("nvcc not found") {
+        return Some("nvcc is not on PATH: set CUDA_HOME to a CUDA toolkit".into());
+    }
+    None
+}
+
+fn run_step(step: &Step, plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> Result<(Option<PathBuf>, String), BuildFailure> {
+    let r = cx.set.get(&step.name).ok_or_else(|| fail(step, Phase::Fetch, "no recipe"))?;
+    let source = r.source.as_ref().ok_or_else(|| fail(step, Phase::Fetch, "the recipe has no source"))?;
+    let log = |phase: Phase| cx.logs.join(format!("{}.{}.log", step.name, phase.as_str()));
+    let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
+    let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
+    let installed = cx.facts.dists.get(&normalize(&dist_name));
+
+    let (to_install, identity, wheel, index_url) = match source {
+        Source::Wheel { requirement, index_url } => {
+            reporter.phase(step, Phase::Install, requirement);
+            (requirement.clone(), format!("index:{requirement}"), None, index_url.clone())
+        }
+        _ => {
+            reporter.phase(step, Phase::Fetch, &describe(source));
+            let fetched = source::fetch(source, r.dir.as_deref(), &work, &cx.cache, &log(Phase::Fetch)).map_err(|e| match e {
+                source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
+                other => fail(step, Phase::Fetch, other.to_string()),
+            })?;
+            let wheel = build_wheel(step, r, plan, cx, &fetched.dir, &work, reporter, &log)?;
+            (wheel.display().to_string(), fetched.identity, Some(wheel), None)
+        }
+    };
+
+    // Back up what is there, install, verify; on any failure put it back.
+    let backup = Backup::take(installed, &work.join("backup")).map_err(|e| fail(step, Phase::Install, e.to_string()))?;
+    reporter.phase(step, Phase::Install, &format!("{} ({})", dist_name, cx.installer.name()));
+    let constraints = if r.install_deps { Some(write_constraints(cx, &dist_name, &work).map_err(|e| fail(step, Phase::Install, e))?) } else { None };
+    let installed_result = cx
+        .installer
+        .install(&cx.python, &[to_install], r.install_deps, constraints.as_deref(), index_url.as_deref())
+        .run_logged(&log(Phase::Install));
+    let failure = match installed_result {
+        Err(e) => Some(cmd_fail(step, Phase::Install, e)),
+        Ok(()) => {
+            reporter.phase(step, Phase::Verify, &r.imports.join(", "));
+            verify(step, r, cx).err()
+        }
+    };
+    if let Some(mut f) = failure {
+        reporter.phase(step, Phase::Restore, "putting the environment back");
+        f.restored = restore(cx, &dist_name, backup.as_ref(), &log(Phase::Restore));
+        return Err(f);
+    }
+    let _ = std::fs::remove_dir_all(work.join("backup"));
+    Ok((wheel, identity))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_wheel(
+    step: &Step,
+    r: &Recipe,
+    plan: &Plan,
+    cx: &Context,
+    src: &Path,
+    work: &Path,
+    reporter: &dyn Reporter,
+    log: &dyn Fn(Phase) -> PathBuf,
+) -> Result<PathBuf, BuildFailure> {
+    let wheel_dir = work.join("wheel");
+    std::fs::create_dir_all(&wheel_dir).map_err(|e| fail(step, Phase::Wheel, format!("cannot create {}: {e}", wheel_dir.display())))?;
+    let jobs = jobs_for(r.build.memory_per_job, cx.machine, cx.jobs);
+    let vars = Vars {
+        python: cx.python.display().to_string(),
+        src: src.display().to_string(),
+        wheel_dir: wheel_dir.display().to_string(),
+        jobs,
+        version: r.version.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+        cuda_home: cx.machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref()).map(|h| h.display().to_string()),
+        cuda_version: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.clone()),
+        archs: plan.archs.clone(),
+    };
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (k, t) in &r.build.env {
+        let v = t.render(&vars).map_err(|e| fail(step, Phase::Wheel, format!("cannot set {k}: {e}")))?;
+        env.push((k.clone(), v));
+    }
+    if !r.build.requires.is_empty() {
+        reporter.phase(step, Phase::BuildRequires, &r.build.requires.join(" "));
+        let overlay = work.join("build-requires");
+        cx.installer.install_target(&cx.python, &r.build.requires, &overlay).run_logged(&log(Phase::BuildRequires)).map_err(|e| cmd_fail(step, Phase::BuildRequires, e))?;
+        let path = std::env::var("PATH").unwrap_or_default();
+        env.push(("PYTHONPATH".into(), overlay.display().to_string()));
+        env.push(("PATH".into(), format!("{}:{path}", overlay.join("bin").display())));
+    }
+    if let Some(manifest) = &r.build.cargo_manifest {
+        reporter.phase(step, Phase::Prepare, &format!("cargo metadata {manifest}"));
+        let meta = cargo_metadata::MetadataCommand::new().manifest_path(src.join(manifest)).no_deps().exec().map_err(|e| {
+            fail(step, Phase::Prepare, format!("cannot read the Rust crate at {manifest}: {e}"))
+        })?;
+        let names: Vec<String> = meta.packages.iter().map(|p| format!("{} {}", p.name, p.version)).collect();
+        let _ = std::fs::write(log(Phase::Prepare).with_extension("cargo.txt"), names.join("\n"));
+    }
+    let with_env = |mut c: Cmd| {
+        for (k, v) in &env {
+            c = c.env(k.clone(), v.clone());
+        }
+        c.cwd(src)
+    };
+    for cmd in &r.build.prepare {
+        let args: Vec<String> = cmd.iter().map(|t| t.render(&vars)).collect::<Result<_, _>>().map_err(|e| fail(step, Phase::Prepare, e.to_string()))?;
+        reporter.phase(step, Phase::Prepare, &args.join(" "));
+        with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned())).run_logged(&log(Phase::Prepare)).map_err(|e| cmd_fail(step, Phase::Prepare, e))?;
+    }
+    let args: Vec<String> = match &r.build.wheel {
+        Some(ts) => ts.iter().map(|t| t.render(&vars)).collect::<Result<_, _>>().map_err(|e| fail(step, Phase::Wheel, e.to_string()))?,
+        None => vec![
+            vars.python.clone(),
+            "-m".into(),
+            "pip".into(),
+            "wheel".into(),
+            "--no-deps".into(),
+            "--no-build-isolation".into(),
+            "--no-input".into(),
+            "-w".into(),
+            vars.wheel_dir.clone(),
+            vars.src.clone(),
+        ],
+    };
+    reporter.phase(step, Phase::Wheel, &format!("{} job{}", jobs, if jobs == 1 { "" } else { "s" }));
+    with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned())).run_logged(&log(Phase::Wheel)).map_err(|e| cmd_fail(step, Phase::Wheel, e))?;
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&wheel_dir)
+        .map_err(|e| fail(step, Phase::Wheel, e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    match wheels.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(fail(step, Phase::Wheel, format!("the build command succeeded but wrote no wheel to {}", wheel_dir.display()))),
+        many => Err(fail(step, Phase::Wheel, format!("the build wrote {} wheels; expected one", many.len()))),
+    }
+}
+
+/// Proves the component in a fresh interpreter: every import its recipe names must run.
+fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<(), BuildFailure> {
+    let mut imports = r.imports.clone();
+    for f in &step.features {
+        if let Some(feat) = r.features.get(f) {
+            imports.extend(feat.imports.iter().cloned());
+        }
+    }
+    let facts = python::probe(&cx.python, &imports, Duration::from_secs(600)).map_err(|e| fail(step, Phase::Verify, e.to_string()))?;
+    let failed: Vec<String> = imports
+        .iter()
+        .filter_map(|m| {
+            let res = facts.imports.get(m)?;
+            (!res.ok).then(|| format!("import {m} failed: {}", res.error.as_deref().unwrap_or("?")))
+        })
+        .collect();
+    if failed.is_empty() { Ok(()) } else { Err(fail(step, Phase::Verify, failed.join("; "))) }
+}
+
+/// Uninstalls what the failed step installed and restores the backup; says what was done.
+fn restore(cx: &Context, dist: &str, backup: Option<&Backup>, log: &Path) -> String {
+    let _ = cx.installer.uninstall(&cx.python, dist).run_logged(log);
+    match backup {
+        None => format!("{dist} was removed again; it was not installed before"),
+        Some(b) => match b.restore() {
+            Ok(()) => format!("the previous {dist} was restored ({} files)", b.len()),
+            Err(e) => format!("RESTORE FAILED: {e}; see {}", log.display()),
+        },
+    }
+}
+
+/// Pins every installed distribution kiln manages, so that installing with dependencies can
+/// never replace one of them (torch above all) behind the user's back.
+fn write_constraints(cx: &Context, except: &str, work: &Path) -> Result<PathBuf, String> {
+    let mut lines = Vec::new();
+    for r in cx.set.recipes.values() {
+        let Some(d) = &r.dist else { continue };
+        if normalize(d) == normalize(except) {
+            continue;
+        }
+        if let Some(inst) = cx.facts.dists.get(&normalize(d)) {
+            lines.push(format!("{}=={}", inst.name, inst.version));
+        }
+    }
+    std::fs::create_dir_all(work).map_err(|e| e.to_string())?;
+    let path = work.join("constraints.txt");
+    std::fs::write(&path, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+fn describe(s: &Source) -> String {
+    match s {
+        Source::Sdist { url, .. } => url.rsplit('/').next().unwrap_or(url).to_string(),
+        Source::Git { url, rev, .. } => format!("{url} @ {rev}"),
+        Source::Path { path } => path.display().to_string(),
+        Source::Wheel { requirement, .. } => requirement.clone(),
+    }
+}
+
+/// A name for this run: seconds since the epoch and the process id.
+pub fn run_stamp() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format!("{secs}-{}", std::process::id())
+}

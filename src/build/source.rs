@@ -1,0 +1,167 @@
+//! Getting a component's source tree: a checked sdist (downloaded once into the source cache),
+//! a git checkout at a rev, a copy of a local directory, each unpacked into a fresh build
+//! directory so that a build never writes into the user's files.
+//!
+//! It deliberately ignores building; `git` and `tar` are run as programs, not re-implemented.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::process::{Cmd, CommandFailed};
+use crate::recipe::Source;
+
+/// A source tree ready to build, and what exactly it is (for the lockfile).
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub dir: PathBuf,
+    /// `sha256:<hex>` of the sdist, `git:<commit>`, or `path:<dir>`.
+    pub identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("download of {url} failed: {detail}")]
+    Download { url: String, detail: String },
+    #[error("sha256 mismatch for {url}: the recipe pins {want}, the file has {got}")]
+    Checksum { url: String, want: String, got: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Command(#[from] CommandFailed),
+    #[error("{0}")]
+    Layout(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
+    let context = context.into();
+    move |source| SourceError::Io { context, source }
+}
+
+/// Fetches `source` into `work` (a fresh, empty directory). `recipe_dir` resolves relative
+/// paths; `cache` holds downloads; logs go to `log`.
+pub fn fetch(source: &Source, recipe_dir: Option<&Path>, work: &Path, cache: &Path, log: &Path) -> Result<Fetched, SourceError> {
+    std::fs::create_dir_all(work).map_err(io(format!("cannot create {}", work.display())))?;
+    match source {
+        Source::Path { path } => {
+            let from = match recipe_dir {
+                Some(d) if path.is_relative() => d.join(path),
+                _ => path.clone(),
+            };
+            if !from.is_dir() {
+                return Err(SourceError::Layout(format!("source path {} is not a directory", from.display())));
+            }
+            let dir = work.join("src");
+            copy_tree(&from, &dir)?;
+            Ok(Fetched { dir, identity: format!("path:{}", from.display()) })
+        }
+        Source::Sdist { url, sha256 } => {
+            let archive = cached_download(url, sha256, cache)?;
+            let unpack = work.join("src");
+            std::fs::create_dir_all(&unpack).map_err(io("cannot create the unpack directory"))?;
+            Cmd::new("tar").arg("-xf").arg(archive.display().to_string()).arg("-C").arg(unpack.display().to_string()).run_logged(log)?;
+            // An sdist holds one top-level directory `<name>-<version>/`.
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(&unpack)
+                .map_err(io("cannot read the unpacked sdist"))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            let dir = match entries.len() {
+                1 if entries[0].is_dir() => entries.remove(0),
+                _ => unpack,
+            };
+            Ok(Fetched { dir, identity: format!("sha256:{sha256}") })
+        }
+        Source::Git { url, rev, subdir, submodules } => {
+            let dir = work.join("src");
+            Cmd::new("git").args(["clone", "--quiet", url.as_str(), &dir.display().to_string()]).run_logged(log)?;
+            Cmd::new("git").args(["-c", "advice.detachedHead=false", "checkout", "--quiet", rev.as_str()]).cwd(&dir).run_logged(log)?;
+            if *submodules {
+                Cmd::new("git").args(["submodule", "update", "--init", "--recursive"]).cwd(&dir).run_logged(log)?;
+            }
+            let head = Cmd::new("git")
+                .args(["rev-parse", "HEAD"])
+                .cwd(&dir)
+                .capture(b"", std::time::Duration::from_secs(60))
+                .map_err(io("cannot run git rev-parse"))?;
+            let commit = head.stdout.trim().to_string();
+            let tree = match subdir {
+                Some(s) => dir.join(s),
+                None => dir,
+            };
+            if !tree.is_dir() {
+                return Err(SourceError::Layout(format!("{url} at {rev} has no directory `{}`", subdir.as_deref().unwrap_or(""))));
+            }
+            Ok(Fetched { dir: tree, identity: format!("git:{commit}") })
+        }
+        Source::Wheel { .. } => Err(SourceError::Layout("a binary wheel has no source tree".into())),
+    }
+}
+
+/// Returns the cached archive for `url`, downloading and checking it first if needed.
+fn cached_download(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, SourceError> {
+    let file_name = url.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("source.tar.gz");
+    let dir = cache.join("sources").join(sha256);
+    let dest = dir.join(file_name);
+    if dest.is_file() && sha256_file(&dest)? == sha256 {
+        return Ok(dest);
+    }
+    std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let partial = dir.join(format!("{file_name}.part"));
+    let local = url.strip_prefix("file://").map(PathBuf::from).or_else(|| (!url.contains("://")).then(|| PathBuf::from(url)));
+    match local {
+        Some(p) => {
+            std::fs::copy(&p, &partial).map_err(io(format!("cannot copy {}", p.display())))?;
+        }
+        None => {
+            let mut resp = ureq::get(url).call().map_err(|e| SourceError::Download { url: url.into(), detail: e.to_string() })?;
+            let mut out = std::fs::File::create(&partial).map_err(io(format!("cannot write {}", partial.display())))?;
+            std::io::copy(&mut resp.body_mut().as_reader(), &mut out).map_err(|e| SourceError::Download { url: url.into(), detail: e.to_string() })?;
+        }
+    }
+    let got = sha256_file(&partial)?;
+    if got != sha256 {
+        let _ = std::fs::remove_file(&partial);
+        return Err(SourceError::Checksum { url: url.into(), want: sha256.into(), got });
+    }
+    std::fs::rename(&partial, &dest).map_err(io("cannot move the download into the cache"))?;
+    Ok(dest)
+}
+
+pub fn sha256_file(path: &Path) -> Result<String, SourceError> {
+    let mut f = std::fs::File::open(path).map_err(io(format!("cannot read {}", path.display())))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(io(format!("cannot read {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Copies a directory tree, skipping `.git` and symlinked directories.
+pub fn copy_tree(from: &Path, to: &Path) -> Result<(), SourceError> {
+    std::fs::create_dir_all(to).map_err(io(format!("cannot create {}", to.display())))?;
+    for entry in std::fs::read_dir(from).map_err(io(format!("cannot read {}", from.display())))? {
+        let entry = entry.map_err(io(format!("cannot read {}", from.display())))?;
+        let name = entry.file_name();
+        if name == ".git" {
+            continue;
+        }
+        let ty = entry.file_type().map_err(io("cannot stat"))?;
+        let dest = to.join(&name);
+        if ty.is_dir() {
+            copy_tree(&entry.path(), &dest)?;
+        } else if ty.is_file() {
+            std::fs::copy(entry.path(), &dest).map_err(io(format!("cannot copy {}", entry.path().display())))?;
+        }
+    }
+    Ok(())
+}

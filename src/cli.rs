@@ -1,0 +1,86 @@
+//! The command line: clap definitions only. Doc comments here are the `--help` text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// kiln provisions GPU inference stacks: it checks what a Python environment really has
+/// (imports that run, not lines in `pip list`), and builds from source only what is missing
+/// or broken, for one GPU architecture.
+#[derive(Debug, Parser)]
+#[command(name = "kiln", version, propagate_version = true, max_term_width = 100)]
+#[command(after_help = "Examples:\n  kiln doctor --arch 12.0            what works here, with evidence\n  kiln plan sglang --arch 12.0       what `install` would do, in order, and why\n  kiln install 'flashinfer[cutedsl]' build what is missing, verify each piece\n  kiln recipes flashinfer            show a recipe")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub global: Global,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The Python interpreter to inspect and install into [default: $VIRTUAL_ENV/bin/python, else python3 on PATH]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Target GPU archs: `12.0`, `sm_120` or a comma list [default: the GPUs found]
+    #[arg(long, global = true, value_name = "ARCHS")]
+    pub arch: Option<String>,
+    /// Use the recipes in DIR instead of the ones built into kiln
+    #[arg(long, global = true, value_name = "DIR")]
+    pub recipes: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Where kiln keeps downloads, build trees and logs [default: $XDG_CACHE_HOME/kiln or ~/.cache/kiln]
+    #[arg(long, global = true, value_name = "DIR", env = "KILN_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile jobs per build [default: min(CPUs, available memory / the recipe's memory_per_job)]
+    #[arg(long, short = 'j', global = true, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Plain progress lines instead of spinners
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+    /// Print only errors
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// What is here and what works: machine facts and a status for each component, with evidence
+    ///
+    /// Statuses: ok (installed, accepted version, imports ran), missing, outdated, broken (an
+    /// import failed; the exception is the evidence), blocked (needs what kiln does not install),
+    /// unsupported (cannot work on this target). Exit status 1 when anything is not ok.
+    Doctor(Targets),
+    /// What `install` would do, step by step in dependency order, with the reason for each
+    Plan(Targets),
+    /// Build and install what is missing or broken, verifying each component before the next
+    ///
+    /// Each component is built into a wheel first, then installed; its imports are re-run in a
+    /// fresh interpreter. A failure puts the environment back as it was and stops.
+    Install(InstallArgs),
+    /// List the recipes, or show one
+    Recipes(RecipesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct Targets {
+    /// Components, optionally with features: `sglang`, `flashinfer[cutedsl]` [default: all]
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Show the plan and stop
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecipesArgs {
+    /// Show this recipe in full
+    pub name: Option<String>,
+}

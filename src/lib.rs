@@ -1,0 +1,32 @@
+//! kiln provisions GPU inference stacks: it proves what a Python environment really has and
+//! builds from source only what is missing or broken, for one GPU architecture.
+//!
+//! # A short tour
+//!
+//! ```text
+//! recipes/*.toml ─► recipe::RecipeSet ─┐
+//!                                       ├─► resolve::status ─► resolve::plan ─► build ─► verify
+//! machine, python ─► probe::{machine,python} ┘
+//! ```
+//!
+//! * [`recipe`] reads one TOML file per component into a validated [`recipe::RecipeSet`]
+//!   (embedded in the binary, or `--recipes DIR`); every problem is reported at `file:line:col`.
+//! * [`probe`] reads machine facts (GPUs, driver, CUDA toolkit) and runs one embedded script in
+//!   the target interpreter: installed distributions and each import the recipes name.
+//! * [`resolve`] turns facts into a [`resolve::Status`] per component (with evidence) and a
+//!   [`resolve::Plan`] in dependency order, each step with its reason and build environment.
+//! * [`build`] carries out the plan: source → wheel → install → verify, restoring the
+//!   environment when a step fails.
+//! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling); [`process`] is
+//!   the one subprocess wrapper.
+//! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
+
+pub mod arch;
+pub mod build;
+pub mod cli;
+pub mod commands;
+pub mod probe;
+pub mod process;
+pub mod recipe;
+pub mod report;
+pub mod resolve;

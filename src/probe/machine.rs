@@ -1,0 +1,258 @@
+//! Machine facts: GPUs, driver, CUDA toolkit, CPUs and memory, each with the source that
+//! answered (an environment override, `nvidia-smi`, `/proc`, `nvcc --version`).
+//!
+//! No GPU is not an error: the facts say so and kiln plans for `--arch`. This module only reads;
+//! it deliberately ignores which kernels the binaries hold (fatbin reader) and what the facts
+//! imply for components (resolver).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::arch::{self, Arch};
+use crate::process::Cmd;
+
+/// One GPU.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Gpu {
+    pub name: String,
+    pub arch: Arch,
+}
+
+/// A fact and where it came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub source: String,
+}
+
+/// The CUDA toolkit found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Toolkit {
+    pub version: semver::Version,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvcc: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home: Option<PathBuf>,
+    pub source: String,
+}
+
+/// What kiln knows about the machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineFacts {
+    pub gpus: Vec<Gpu>,
+    pub gpu_source: String,
+    pub driver: Option<Sourced<String>>,
+    pub cuda_toolkit: Option<Toolkit>,
+    /// Where kiln looked when no toolkit was found.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cuda_searched: Vec<String>,
+    pub cpus: usize,
+    pub memory_available: Option<u64>,
+}
+
+impl MachineFacts {
+    /// The archs found on the GPUs, sorted and without duplicates.
+    pub fn gpu_archs(&self) -> Vec<Arch> {
+        let mut a: Vec<Arch> = self.gpus.iter().map(|g| g.arch).collect();
+        a.sort();
+        a.dedup();
+        a
+    }
+}
+
+const QUICK: Duration = Duration::from_secs(20);
+
+/// Reads the machine.
+pub fn probe() -> MachineFacts {
+    let (gpus, gpu_source, smi_driver) = gpus();
+    let driver = if let Some(v) = env("KILN_DRIVER_VERSION") {
+        Some(Sourced { value: v, source: "KILN_DRIVER_VERSION".into() })
+    } else if let Some(v) = smi_driver {
+        Some(Sourced { value: v, source: "nvidia-smi".into() })
+    } else {
+        std::fs::read_to_string("/proc/driver/nvidia/version")
+            .ok()
+            .and_then(|t| parse_proc_driver(&t))
+            .map(|v| Sourced { value: v, source: "/proc/driver/nvidia/version".into() })
+    };
+    let (cuda_toolkit, cuda_searched) = toolkit();
+    MachineFacts {
+        gpus,
+        gpu_source,
+        driver,
+        cuda_toolkit,
+        cuda_searched,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_available: std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| parse_meminfo(&t)),
+    }
+}
+
+fn env(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn gpus() -> (Vec<Gpu>, String, Option<String>) {
+    if let Some(v) = env("KILN_GPU_ARCH") {
+        return match arch::parse_list(&v) {
+            Ok(archs) => (
+                archs.into_iter().map(|a| Gpu { name: format!("GPU {a} (KILN_GPU_ARCH)"), arch: a }).collect(),
+                "KILN_GPU_ARCH".into(),
+                None,
+            ),
+            Err(e) => (Vec::new(), format!("KILN_GPU_ARCH ignored: {e}"), None),
+        };
+    }
+    let Ok(smi) = which::which("nvidia-smi") else {
+        return (Vec::new(), "none: nvidia-smi is not on PATH".into(), None);
+    };
+    let out = Cmd::new(smi.display().to_string())
+        .args(["--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
+        .capture(b"", QUICK);
+    match out {
+        Ok(o) if o.success => {
+            let (gpus, driver) = parse_nvidia_smi(&o.stdout);
+            let src = if gpus.is_empty() { "none: nvidia-smi listed no GPU" } else { "nvidia-smi" };
+            (gpus, src.into(), driver)
+        }
+        Ok(o) => (Vec::new(), format!("none: nvidia-smi failed ({}): {}", o.status, o.stderr.trim()), None),
+        Err(e) => (Vec::new(), format!("none: nvidia-smi could not run: {e}"), None),
+    }
+}
+
+/// Parses `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader`.
+pub fn parse_nvidia_smi(out: &str) -> (Vec<Gpu>, Option<String>) {
+    let mut gpus = Vec::new();
+    let mut driver = None;
+    for line in out.lines() {
+        let cols: Vec<&str> = line.split(',').map(str::trim).collect();
+        if cols.len() < 3 {
+            continue;
+        }
+        if let Ok(a) = cols[1].parse::<Arch>() {
+            gpus.push(Gpu { name: cols[0].to_string(), arch: a });
+        }
+        driver.get_or_insert_with(|| cols[2].to_string());
+    }
+    (gpus, driver)
+}
+
+/// Parses `/proc/driver/nvidia/version` ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05 ...").
+pub fn parse_proc_driver(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
+    line.split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+        .map(str::to_string)
+}
+
+/// Parses `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88").
+pub fn parse_nvcc_version(out: &str) -> Option<semver::Version> {
+    let line = out.lines().find(|l| l.contains("release"))?;
+    if let Some(v) = line.split_whitespace().find_map(|w| w.strip_prefix('V')) {
+        if let Some(ver) = lenient_semver(v) {
+            return Some(ver);
+        }
+    }
+    let rel = line.split("release").nth(1)?.trim().split(',').next()?;
+    lenient_semver(rel.trim())
+}
+
+/// `13.0` → 13.0.0, `580.95.05` → 580.95.5.
+pub fn lenient_semver(s: &str) -> Option<semver::Version> {
+    let nums: Vec<u64> = s.trim().split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    match nums.as_slice() {
+        [a] => Some(semver::Version::new(*a, 0, 0)),
+        [a, b] => Some(semver::Version::new(*a, *b, 0)),
+        [a, b, c, ..] => Some(semver::Version::new(*a, *b, *c)),
+        [] => None,
+    }
+}
+
+fn parse_meminfo(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn toolkit() -> (Option<Toolkit>, Vec<String>) {
+    let mut searched = Vec::new();
+    let mut candidates: Vec<(PathBuf, String)> = Vec::new();
+    match env("CUDA_HOME") {
+        Some(h) => candidates.push((Path::new(&h).join("bin/nvcc"), "CUDA_HOME".into())),
+        None => searched.push("CUDA_HOME is unset".into()),
+    }
+    match which::which("nvcc") {
+        Ok(p) => candidates.push((p, "nvcc on PATH".into())),
+        Err(_) => searched.push("nvcc is not on PATH".into()),
+    }
+    candidates.push((PathBuf::from("/usr/local/cuda/bin/nvcc"), "/usr/local/cuda".into()));
+    let found = candidates.into_iter().find_map(|(nvcc, source)| {
+        if !nvcc.is_file() {
+            searched.push(format!("{} does not exist", nvcc.display()));
+            return None;
+        }
+        match Cmd::new(nvcc.display().to_string()).arg("--version").capture(b"", QUICK) {
+            Ok(o) if o.success => match parse_nvcc_version(&o.stdout) {
+                Some(version) => {
+                    let home = nvcc.parent().and_then(Path::parent).map(Path::to_path_buf);
+                    Some(Toolkit { version, nvcc: Some(nvcc), home, source })
+                }
+                None => {
+                    searched.push(format!("{} --version printed no release", nvcc.display()));
+                    None
+                }
+            },
+            _ => {
+                searched.push(format!("{} --version failed", nvcc.display()));
+                None
+            }
+        }
+    });
+    // The override names the version; the paths (if any) still come from the search.
+    if let Some(v) = env("KILN_CUDA_VERSION") {
+        return match lenient_semver(&v) {
+            Some(version) => (
+                Some(Toolkit {
+                    version,
+                    nvcc: found.as_ref().and_then(|t| t.nvcc.clone()),
+                    home: found.as_ref().and_then(|t| t.home.clone()),
+                    source: "KILN_CUDA_VERSION".into(),
+                }),
+                Vec::new(),
+            ),
+            None => {
+                searched.push(format!("KILN_CUDA_VERSION={v} is not a version"));
+                (found, searched)
+            }
+        };
+    }
+    if found.is_some() {
+        searched.clear();
+    }
+    (found, searched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Output of `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader`
+    // as shown for an H200 with driver 580.159.04 (the reference machine).
+    const SMI_H200: &str = "NVIDIA H200, 9.0, 580.159.04\n";
+    // `nvcc --version` of CUDA 13.0 (nvcc 13.0.88, the version build-facts.md measured with).
+    const NVCC_13_0: &str = "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\nBuilt on Wed_Aug_20_01:58:59_PM_PDT_2025\nCuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n";
+
+    #[test]
+    fn parses_tool_outputs() {
+        let (g, d) = parse_nvidia_smi(SMI_H200);
+        assert_eq!(g, [Gpu { name: "NVIDIA H200".into(), arch: Arch { major: 9, minor: 0 } }]);
+        assert_eq!(d.as_deref(), Some("580.159.04"));
+        assert_eq!(parse_nvcc_version(NVCC_13_0), Some(semver::Version::new(13, 0, 88)));
+        assert_eq!(
+            parse_proc_driver("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)\nGCC version:  gcc version 12.3.0\n").as_deref(),
+            Some("580.159.04")
+        );
+        assert_eq!(parse_meminfo("MemTotal: 10 kB\nMemAvailable:  2048 kB\n"), Some(2 << 20));
+    }
+}

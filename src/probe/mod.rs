@@ -1,0 +1,9 @@
+//! Probing: what this machine and one Python interpreter really have.
+//!
+//! `machine` reads GPUs, driver and toolkit; `python` runs the embedded probe script once.
+
+pub mod machine;
+pub mod python;
+
+pub use machine::MachineFacts;
+pub use python::{PythonFacts, normalize};

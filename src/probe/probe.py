@@ -1,0 +1,107 @@
+# kiln's interpreter probe. Run as `python -I -B -c <this>` with a JSON request on stdin:
+#   {"imports": ["torch", "flashinfer", ...]}
+# Prints one JSON object on stdout: the interpreter, every installed distribution, and for each
+# requested import whether it ran, with the exact exception text when it did not.
+# Standard library only; works on Python 3.8+.
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def dists():
+    try:
+        from importlib import metadata
+    except ImportError:  # pragma: no cover
+        return []
+    out = {}
+    for d in metadata.distributions():
+        try:
+            name = d.metadata["Name"]
+        except Exception:
+            name = None
+        if not name:
+            continue
+        key = name.lower().replace("_", "-").replace(".", "-")
+        path = getattr(d, "_path", None)
+        direct_url = None
+        try:
+            text = d.read_text("direct_url.json")
+            if text:
+                direct_url = json.loads(text)
+        except Exception:
+            pass
+        try:
+            requires = list(d.requires or [])
+        except Exception:
+            requires = []
+        # The first distribution on sys.path wins, as it does for imports.
+        out.setdefault(
+            key,
+            {
+                "name": name,
+                "version": d.version,
+                "dist_info": str(path) if path else None,
+                "location": str(path.parent) if path else None,
+                "direct_url": direct_url,
+                "requires": requires,
+                "installer": (d.read_text("INSTALLER") or "").strip() or None,
+            },
+        )
+    return list(out.values())
+
+
+def try_import(name):
+    start = time.perf_counter()
+    try:
+        __import__(name)
+        mod = sys.modules.get(name)
+        return {
+            "ok": True,
+            "error": None,
+            "file": getattr(mod, "__file__", None),
+            "seconds": round(time.perf_counter() - start, 4),
+        }
+    except BaseException as e:  # SystemExit and friends count as failures too
+        tb = traceback.format_exception(type(e), e, e.__traceback__)
+        return {
+            "ok": False,
+            "error": "".join(traceback.format_exception_only(type(e), e)).strip(),
+            "traceback": "".join(tb[-6:]),
+            "seconds": round(time.perf_counter() - start, 4),
+        }
+
+
+def main():
+    request = json.loads(sys.stdin.read() or "{}")
+    # Keep the JSON channel clean: anything a module prints goes to stderr.
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    paths = {}
+    try:
+        import sysconfig
+
+        paths = {k: sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "scripts")}
+    except Exception:
+        pass
+    result = {
+        "python": {
+            "executable": sys.executable,
+            "version": "%d.%d.%d" % sys.version_info[:3],
+            "implementation": sys.implementation.name,
+            "prefix": sys.prefix,
+            "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+            "paths": paths,
+            "cwd": os.getcwd(),
+        },
+        "dists": dists(),
+        "imports": {},
+    }
+    for name in request.get("imports", []):
+        result["imports"][name] = try_import(name)
+    real_stdout.write(json.dumps(result))
+    real_stdout.flush()
+
+
+main()

@@ -1,0 +1,193 @@
+//! Probes one Python interpreter in a single process: installed distributions and the imports
+//! the recipes ask for, each in its own try/except with its exact error text.
+//!
+//! The probe script is embedded and run with `-I -B` (isolated: no user site, no PYTHONPATH,
+//! no bytecode written) from an empty working directory, so it sees what the interpreter itself
+//! sees. It deliberately trusts nothing the metadata says about imports: an import is `ok` only
+//! when it ran. Crash and hang isolation per import is left to a later stage.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::process::Cmd;
+
+const SCRIPT: &str = include_str!("probe.py");
+
+/// The interpreter itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Interpreter {
+    pub executable: String,
+    pub version: String,
+    pub implementation: String,
+    pub prefix: String,
+    pub base_prefix: String,
+}
+
+/// One installed distribution.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Dist {
+    pub name: String,
+    pub version: String,
+    pub location: Option<String>,
+    pub dist_info: Option<String>,
+    pub direct_url: Option<serde_json::Value>,
+    #[serde(default)]
+    pub requires: Vec<String>,
+    pub installer: Option<String>,
+}
+
+/// Whether one import ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImportResult {
+    pub ok: bool,
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub seconds: f64,
+}
+
+/// Everything the probe learnt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonFacts {
+    pub python: Interpreter,
+    /// Keyed by normalized distribution name (PEP 503).
+    pub dists: BTreeMap<String, Dist>,
+    pub imports: BTreeMap<String, ImportResult>,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    python: Interpreter,
+    dists: Vec<Dist>,
+    imports: BTreeMap<String, ImportResult>,
+}
+
+/// Why the interpreter could not be probed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("cannot run `{python}`: {source}")]
+    Spawn {
+        python: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the probe of `{python}` did not finish within {seconds} s (an import hangs?)")]
+    Timeout { python: String, seconds: u64 },
+    #[error("the probe of `{python}` failed ({status}):\n{stderr}")]
+    Failed {
+        python: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("the probe of `{python}` printed something that is not its JSON answer: {detail}")]
+    BadAnswer { python: String, detail: String },
+}
+
+/// PEP 503 normalization: `Flash_Attn` and `flash.attn` are `flash-attn`.
+pub fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut last_sep = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !last_sep {
+                out.push('-');
+            }
+            last_sep = true;
+        } else {
+            out.push(c.to_ascii_lowercase());
+            last_sep = false;
+        }
+    }
+    out
+}
+
+/// Runs the probe on `python`, trying `imports` in the given order.
+pub fn probe(python: &Path, imports: &[String], timeout: Duration) -> Result<PythonFacts, ProbeError> {
+    let py = python.display().to_string();
+    let request = serde_json::json!({ "imports": imports }).to_string();
+    // An empty directory as cwd, so that nothing in the user's cwd shadows a package.
+    let cwd = std::env::temp_dir();
+    let out = Cmd::new(&py)
+        .args(["-I", "-B", "-c", SCRIPT])
+        .cwd(cwd)
+        .capture(request.as_bytes(), timeout)
+        .map_err(|source| ProbeError::Spawn { python: py.clone(), source })?;
+    if out.timed_out {
+        return Err(ProbeError::Timeout { python: py, seconds: timeout.as_secs() });
+    }
+    if !out.success {
+        return Err(ProbeError::Failed {
+            python: py,
+            status: out.status,
+            stderr: last_lines(&out.stderr, 15),
+        });
+    }
+    let raw: Raw = serde_json::from_str(out.stdout.trim()).map_err(|e| ProbeError::BadAnswer {
+        python: py,
+        detail: format!("{e}; stdout began with {:?}", out.stdout.chars().take(120).collect::<String>()),
+    })?;
+    Ok(PythonFacts {
+        python: raw.python,
+        dists: raw.dists.into_iter().map(|d| (normalize(&d.name), d)).collect(),
+        imports: raw.imports,
+    })
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The interpreter kiln works on: `--python`, else `$VIRTUAL_ENV/bin/python`, else `python3`.
+pub fn choose(explicit: Option<&Path>) -> Result<(PathBuf, &'static str), String> {
+    if let Some(p) = explicit {
+        if p.components().count() == 1 && !p.exists() {
+            return which::which(p)
+                .map(|f| (f, "--python"))
+                .map_err(|_| format!("`{}` is not on PATH", p.display()));
+        }
+        if !p.exists() {
+            return Err(format!("`{}` does not exist", p.display()));
+        }
+        return Ok((p.to_path_buf(), "--python"));
+    }
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(venv).join("bin").join("python");
+        if p.exists() {
+            return Ok((p, "VIRTUAL_ENV"));
+        }
+        return Err(format!("VIRTUAL_ENV is set but `{}` does not exist", p.display()));
+    }
+    which::which("python3")
+        .map(|p| (p, "python3 on PATH"))
+        .map_err(|_| "no Python found: pass --python PATH, activate a virtualenv, or put python3 on PATH".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_like_pep_503() {
+        assert_eq!(normalize("Flash_Attn"), "flash-attn");
+        assert_eq!(normalize("a.._b"), "a-b");
+        assert_eq!(normalize("nvidia-cutlass-dsl"), "nvidia-cutlass-dsl");
+    }
+
+    #[test]
+    fn probes_the_real_interpreter() {
+        let (py, _) = choose(Some(Path::new("python3"))).unwrap();
+        let f = probe(&py, &["json".into(), "kiln_no_such_module".into()], Duration::from_secs(60)).unwrap();
+        assert!(f.imports["json"].ok);
+        assert_eq!(
+            f.imports["kiln_no_such_module"].error.as_deref(),
+            Some("ModuleNotFoundError: No module named 'kiln_no_such_module'")
+        );
+        assert!(f.python.version.starts_with('3'));
+    }
+}

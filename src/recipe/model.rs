@@ -1,0 +1,173 @@
+//! The typed recipe: what one component is, where its source comes from, how to build it and how
+//! to prove it works. Produced by [`super::parse`]; everything here is already validated.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::PathBuf;
+
+use pep440_rs::{Version, VersionSpecifiers};
+use serde::Serialize;
+
+use super::template::Template;
+
+/// What kind of thing a component is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A Python distribution kiln can install or build.
+    Python,
+    /// The CUDA toolkit: detected on the machine, never installed by kiln.
+    CudaToolkit,
+}
+
+/// Where a component's source comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "type")]
+pub enum Source {
+    /// A source distribution at a URL (or a local file path), checked against its sha256.
+    Sdist { url: String, sha256: String },
+    /// A git repository at a tag, branch or commit.
+    Git {
+        url: String,
+        rev: String,
+        subdir: Option<String>,
+        submodules: bool,
+    },
+    /// A directory on this machine (relative paths are relative to the recipe file).
+    Path { path: PathBuf },
+    /// A binary wheel from a package index (components kiln does not build, such as torch).
+    Wheel {
+        requirement: String,
+        index_url: Option<String>,
+    },
+}
+
+/// What a component needs from the machine.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Requires {
+    /// Python versions it supports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    #[serde(skip)]
+    pub python_spec: Option<VersionSpecifiers>,
+    /// CUDA toolkit versions it builds with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    #[serde(skip)]
+    pub cuda_req: Option<semver::VersionReq>,
+    /// Executables its build needs on PATH (`cargo`, `protoc`, ...).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+}
+
+/// An edge in the component graph.
+#[derive(Debug, Clone, Serialize)]
+pub struct Dependency {
+    pub name: String,
+    /// PEP 440 specifiers the dependency's version must satisfy; `None` for any version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip)]
+    pub spec: Option<VersionSpecifiers>,
+    /// The dependent links against the dependency's ABI and must be rebuilt when it changes.
+    pub abi: bool,
+    /// Features of the dependency that are needed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+    /// Where the dependency's key is, for diagnostics.
+    #[serde(skip)]
+    pub span: Option<Range<usize>>,
+}
+
+/// How to turn the source into an installed wheel.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Build {
+    /// PEP 508 requirements installed into a private overlay for the build (never into the env).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// Environment for every build command.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, Template>,
+    /// Commands run in the source tree before the wheel build.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub prepare: Vec<Vec<Template>>,
+    /// The wheel build command; `None` means `{python} -m pip wheel --no-deps --no-build-isolation`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<Vec<Template>>,
+    /// Peak memory of one compile job, used to choose `{jobs}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_per_job: Option<u64>,
+    /// A Cargo manifest inside the source (Rust extensions), read with `cargo metadata` first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cargo_manifest: Option<String>,
+}
+
+/// An optional part of a component (`flashinfer[cutedsl]`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Feature {
+    pub summary: String,
+    pub depends: Vec<Dependency>,
+    pub imports: Vec<String>,
+}
+
+/// One validated recipe.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recipe {
+    pub name: String,
+    /// The Python distribution it installs (`None` for the CUDA toolkit).
+    pub dist: Option<String>,
+    pub kind: Kind,
+    /// What kiln installs when it must install or build.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<Version>,
+    /// Installed versions that count as good; defaults to `>=version`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accepts: Option<String>,
+    #[serde(skip)]
+    pub accepts_spec: Option<VersionSpecifiers>,
+    pub summary: String,
+    pub source: Option<Source>,
+    pub requires: Requires,
+    pub depends: Vec<Dependency>,
+    pub build: Build,
+    /// Install the wheel's own dependencies too (pinned so that no kiln component is replaced).
+    pub install_deps: bool,
+    /// Imports that prove the component works.
+    pub imports: Vec<String>,
+    pub features: BTreeMap<String, Feature>,
+    /// The file it came from, as shown to users.
+    pub file: String,
+    /// The directory relative paths resolve against (`None` for embedded recipes).
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
+}
+
+impl Recipe {
+    /// Whether an installed version counts as good.
+    pub fn accepts_version(&self, v: &Version) -> bool {
+        match (&self.accepts_spec, &self.version) {
+            (Some(spec), _) => spec.contains(v),
+            (None, Some(want)) => v >= want,
+            (None, None) => true,
+        }
+    }
+
+    /// The constraint `accepts_version` applies, in words.
+    pub fn accepts_text(&self) -> String {
+        match (&self.accepts, &self.version) {
+            (Some(a), _) => a.clone(),
+            (None, Some(v)) => format!(">={v}"),
+            (None, None) => "any version".into(),
+        }
+    }
+
+    /// The dependencies of the component with the given features switched on.
+    pub fn depends_with<'a>(&'a self, features: &'a [String]) -> impl Iterator<Item = &'a Dependency> {
+        self.depends.iter().chain(
+            features
+                .iter()
+                .filter_map(|f| self.features.get(f))
+                .flat_map(|f| f.depends.iter()),
+        )
+    }
+}

@@ -1,0 +1,234 @@
+//! Everything kiln prints: tables for people, JSON for machines, errors on stderr.
+//!
+//! Data goes to stdout, progress and errors to stderr. Colour is not used, so nothing depends
+//! on it. Core types are printed here and only here.
+
+pub mod progress;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::build::{BuildFailure, Outcome};
+use crate::commands::Session;
+use crate::recipe::{Diagnostics, Recipe, RecipeSet, Source};
+use crate::resolve::{Action, Plan};
+
+pub fn json<T: Serialize + ?Sized>(v: &T) {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => println!("{s}"),
+        Err(e) => error(&format!("cannot encode JSON: {e}")),
+    }
+}
+
+pub fn error(msg: &str) {
+    eprintln!("error: {msg}");
+}
+
+pub fn diagnostics(d: &Diagnostics, as_json: bool) {
+    if as_json {
+        json(&serde_json::json!({ "errors": d.0 }));
+    }
+    eprintln!("{d}");
+}
+
+pub fn doctor_json(s: &Session) -> serde_json::Value {
+    serde_json::json!({
+        "machine": machine_json(s),
+        "components": s.assessments,
+    })
+}
+
+fn machine_json(s: &Session) -> serde_json::Value {
+    serde_json::json!({
+        "python": {
+            "path": s.python,
+            "chosen_by": s.python_source,
+            "version": s.facts.python.version,
+            "prefix": s.facts.python.prefix,
+        },
+        "gpus": s.machine.gpus,
+        "gpu_source": s.machine.gpu_source,
+        "driver": s.machine.driver,
+        "cuda_toolkit": s.machine.cuda_toolkit,
+        "cuda_searched": s.machine.cuda_searched,
+        "cpus": s.machine.cpus,
+        "memory_available": s.machine.memory_available,
+        "target_archs": s.archs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        "target_archs_from": s.arch_source,
+        "recipes": s.set.origin,
+    })
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn machine_human(s: &Session) {
+    let m = &s.machine;
+    println!("machine");
+    println!("  python   {} ({}; Python {})", s.python.display(), s.python_source, s.facts.python.version);
+    if m.gpus.is_empty() {
+        println!("  gpu      {}", m.gpu_source);
+    } else {
+        for g in &m.gpus {
+            println!("  gpu      {} (compute {}) from {}", g.name, g.arch, m.gpu_source);
+        }
+    }
+    match &m.driver {
+        Some(d) => println!("  driver   {} from {}", d.value, d.source),
+        None => println!("  driver   none found"),
+    }
+    match &m.cuda_toolkit {
+        Some(t) => println!("  cuda     {} from {}", t.version, t.source),
+        None => println!("  cuda     none found ({})", m.cuda_searched.join("; ")),
+    }
+    let mem = m.memory_available.map(gib).unwrap_or_else(|| "unknown".into());
+    println!("  cpus     {} (memory available {mem})", m.cpus);
+    if s.archs.is_empty() {
+        println!("  target   none: no GPU found; pass --arch (e.g. --arch 12.0)");
+    } else {
+        let list: Vec<String> = s.archs.iter().map(|a| a.to_string()).collect();
+        println!("  target   {} from {}", list.join(", "), s.arch_source);
+    }
+}
+
+pub fn doctor_human(s: &Session) {
+    machine_human(s);
+    println!();
+    println!("components");
+    let w = s.assessments.iter().map(|a| a.name.len()).max().unwrap_or(4).max(4);
+    for a in &s.assessments {
+        let version = a.version.as_deref().unwrap_or("-");
+        println!("  {:w$}  {:11}  {:14}  {}", a.name, a.status.as_str(), version, a.evidence);
+        for f in &a.features {
+            println!("  {:w$}  {:11}  {:14}  {}", format!("  [{}]", f.name), f.status.as_str(), "", f.evidence);
+        }
+    }
+    let bad = s.assessments.iter().filter(|a| a.status != crate::resolve::Status::Ok).count();
+    println!();
+    if bad == 0 {
+        println!("all {} components ok", s.assessments.len());
+    } else {
+        println!("{bad} of {} components not ok; `kiln plan` shows what `kiln install` would do", s.assessments.len());
+    }
+}
+
+pub fn plan_human(s: &Session, plan: &Plan) {
+    let archs: Vec<String> = plan.archs.iter().map(|a| a.to_string()).collect();
+    let target = if archs.is_empty() { "no arch".to_string() } else { archs.join(", ") };
+    println!("plan for {} (target {target}, python {})", s.python.display(), s.facts.python.version);
+    let w = plan.steps.iter().map(|st| st.name.len()).max().unwrap_or(4);
+    for (i, st) in plan.steps.iter().enumerate() {
+        let name = if st.features.is_empty() { st.name.clone() } else { format!("{}[{}]", st.name, st.features.join(",")) };
+        let ver = st.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+        println!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
+        println!("       {}", st.reason);
+        for (k, v) in &st.env {
+            println!("       {k}={v}");
+        }
+    }
+    let changes = plan.changes();
+    println!();
+    if plan.is_blocked() {
+        println!("blocked: fix the steps marked blocked/unsupported first; `kiln install` would change nothing");
+    } else if changes == 0 {
+        println!("nothing to do: every component is ok");
+    } else {
+        println!("{changes} step{} would change the environment", if changes == 1 { "" } else { "s" });
+    }
+}
+
+pub fn nothing_to_do(plan: &Plan) {
+    println!("nothing to do: all {} components are ok; built nothing", plan.steps.len());
+}
+
+pub fn install_done(outcomes: &[Outcome], logs: &Path) {
+    let changed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result == "done").collect();
+    for o in &changed {
+        println!("{:9} {} ({:.1} s){}", o.action.as_str(), o.name, o.seconds, o.source.as_deref().map(|s| format!(" from {s}")).unwrap_or_default());
+    }
+    println!(
+        "installed and verified {} component{}; kept {}; logs in {}",
+        changed.len(),
+        if changed.len() == 1 { "" } else { "s" },
+        outcomes.len() - changed.len(),
+        logs.display()
+    );
+}
+
+pub fn install_failed(outcomes: &[Outcome], f: &BuildFailure) {
+    for o in outcomes.iter().filter(|o| o.result == "done") {
+        println!("{:9} {} ({:.1} s)", o.action.as_str(), o.name, o.seconds);
+    }
+    eprintln!("error: {} failed during {}", f.name, f.phase);
+    eprintln!("  {}", f.message);
+    if let Some(c) = &f.command {
+        eprintln!("  command: {}", c.command);
+        eprintln!("  status:  {}", c.status);
+        eprintln!("  log:     {}", c.log.display());
+        if !c.tail.is_empty() {
+            eprintln!("  last lines:");
+            for l in &c.tail {
+                eprintln!("    | {l}");
+            }
+        }
+    }
+    eprintln!("  environment: {}", f.restored);
+    if let Some(h) = &f.hint {
+        eprintln!("\nhint: {h}");
+    }
+}
+
+pub fn recipes_list(set: &RecipeSet) {
+    let w = set.recipes.keys().map(String::len).max().unwrap_or(4);
+    for r in set.recipes.values() {
+        let v = r.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+        println!("{:w$}  {:12}  {}", r.name, v, r.summary);
+    }
+    println!("\n{} recipes ({})", set.recipes.len(), set.origin);
+}
+
+pub fn recipe_show(r: &Recipe) {
+    println!("{} — {}", r.name, r.summary);
+    println!("  file       {}", r.file);
+    if let Some(d) = &r.dist {
+        println!("  dist       {d}");
+    }
+    if let Some(v) = &r.version {
+        println!("  version    {v} (accepts {})", r.accepts_text());
+    }
+    match &r.source {
+        Some(Source::Sdist { url, sha256 }) => println!("  source     sdist {url}\n             sha256 {sha256}"),
+        Some(Source::Git { url, rev, subdir, .. }) => println!("  source     git {url} @ {rev}{}", subdir.as_deref().map(|s| format!(" ({s})")).unwrap_or_default()),
+        Some(Source::Path { path }) => println!("  source     path {}", path.display()),
+        Some(Source::Wheel { requirement, index_url }) => println!("  source     binary wheel {requirement}{}", index_url.as_deref().map(|u| format!(" from {u}")).unwrap_or_default()),
+        None => println!("  source     none (detected on the machine)"),
+    }
+    if let Some(p) = &r.requires.python {
+        println!("  python     {p}");
+    }
+    if let Some(c) = &r.requires.cuda {
+        println!("  cuda       {c}");
+    }
+    if !r.requires.tools.is_empty() {
+        println!("  tools      {}", r.requires.tools.join(", "));
+    }
+    for d in &r.depends {
+        println!("  depends    {} {}{}", d.name, d.version.as_deref().unwrap_or("(any)"), if d.abi { " (abi)" } else { "" });
+    }
+    for (k, v) in &r.build.env {
+        println!("  env        {k}={v}");
+    }
+    if !r.imports.is_empty() {
+        println!("  verify     import {}", r.imports.join(", "));
+    }
+    for (n, f) in &r.features {
+        println!("  feature    [{n}] {} (imports {})", f.summary, f.imports.join(", "));
+    }
+}
+
+/// Whether a step is one a person needs to act on.
+pub fn is_stuck(a: Action) -> bool {
+    matches!(a, Action::Blocked | Action::Unsupported)
+}

@@ -1,0 +1,10 @@
+//! Resolve: from recipes and probed facts to a status per component and a plan.
+//!
+//! `status` decides what each component is (`ok`, `missing`, `broken`, ...) with evidence;
+//! `plan` decides what to do about it, in dependency order. Nothing here prints or touches disk.
+
+pub mod plan;
+pub mod status;
+
+pub use plan::{Action, Plan, PlanOptions, Step};
+pub use status::{Assessment, Status};

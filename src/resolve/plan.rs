@@ -1,0 +1,256 @@
+//! The plan: one step per component in dependency order, each with the action kiln will take
+//! and the reason for it, and the build environment it will use.
+//!
+//! Rules: `ok` components are kept unless a dependency they link against (`abi = true`) is
+//! replaced; `missing`/`broken`/`outdated` ones are built or installed; a step that needs what
+//! kiln cannot provide (a toolkit, a tool on PATH, a blocked dependency) is `blocked` with the
+//! fix, and nothing is built towards a dead end. Version choice across the stack (a real solver)
+//! is deliberately not done here yet; the recipe's pinned version is used.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::status::{Assessment, Status};
+use crate::arch::Arch;
+use crate::probe::MachineFacts;
+use crate::recipe::template::Vars;
+use crate::recipe::{Kind, RecipeSet, Source};
+
+/// What a step does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Already good: nothing to do.
+    Keep,
+    /// Build from source and install.
+    Build,
+    /// Build again from source and replace what is installed.
+    Rebuild,
+    /// Install a binary wheel from an index.
+    Install,
+    /// Replace an installed binary wheel.
+    Reinstall,
+    /// Cannot proceed: needs something kiln does not provide.
+    Blocked,
+    /// Cannot work on this target at all.
+    Unsupported,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Keep => "keep",
+            Action::Build => "build",
+            Action::Rebuild => "rebuild",
+            Action::Install => "install",
+            Action::Reinstall => "reinstall",
+            Action::Blocked => "blocked",
+            Action::Unsupported => "unsupported",
+        }
+    }
+
+    /// Whether the step changes the environment.
+    pub fn changes(self) -> bool {
+        matches!(self, Action::Build | Action::Rebuild | Action::Install | Action::Reinstall)
+    }
+}
+
+/// One step of the plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub name: String,
+    pub action: Action,
+    pub reason: String,
+    pub status: Status,
+    /// The version the step installs (for steps that change something).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+    /// The build environment, rendered for this machine.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Compile jobs the build will use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
+}
+
+/// The whole plan, in execution order.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub archs: Vec<Arch>,
+    pub steps: Vec<Step>,
+}
+
+impl Plan {
+    pub fn is_blocked(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s.action, Action::Blocked | Action::Unsupported))
+    }
+
+    pub fn changes(&self) -> usize {
+        self.steps.iter().filter(|s| s.action.changes()).count()
+    }
+}
+
+/// Settings that shape the plan.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    pub archs: Vec<Arch>,
+    pub jobs: Option<usize>,
+    pub python: String,
+}
+
+/// How many compile jobs fit: `--jobs`, else min(CPUs, available memory / memory per job).
+pub fn jobs_for(memory_per_job: Option<u64>, machine: &MachineFacts, explicit: Option<usize>) -> usize {
+    if let Some(j) = explicit {
+        return j.max(1);
+    }
+    let by_mem = match (memory_per_job, machine.memory_available) {
+        (Some(per), Some(avail)) if per > 0 => (avail / per) as usize,
+        _ => machine.cpus,
+    };
+    machine.cpus.min(by_mem).max(1)
+}
+
+/// Makes the plan for `scope` (closure order) from the assessments.
+pub fn make(
+    set: &RecipeSet,
+    machine: &MachineFacts,
+    scope: &[(String, Vec<String>)],
+    assessments: &[Assessment],
+    opts: &PlanOptions,
+) -> Plan {
+    let by_name: BTreeMap<&str, &Assessment> = assessments.iter().map(|a| (a.name.as_str(), a)).collect();
+    let mut changing: BTreeSet<String> = BTreeSet::new();
+    // Component that cannot be provided -> (the root cause's component, its reason).
+    let mut stuck: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut steps = Vec::new();
+    for (name, feats) in scope {
+        let (Some(r), Some(a)) = (set.get(name), by_name.get(name.as_str())) else { continue };
+        let mut step = Step {
+            name: name.clone(),
+            action: Action::Keep,
+            reason: String::new(),
+            status: a.status,
+            version: None,
+            features: feats.clone(),
+            env: BTreeMap::new(),
+            jobs: None,
+        };
+        let deps: Vec<_> = r.depends_with(feats).collect();
+        let abi_changed: Vec<&str> = deps.iter().filter(|d| d.abi && changing.contains(&d.name)).map(|d| d.name.as_str()).collect();
+        let stuck_dep = deps.iter().find_map(|d| stuck.get(&d.name).map(|root| (d.name.clone(), root.clone())));
+
+        let wants_change = match a.status {
+            Status::Ok => !abi_changed.is_empty(),
+            Status::Unsupported => {
+                step.action = Action::Unsupported;
+                step.reason = a.evidence.clone();
+                false
+            }
+            _ => true,
+        };
+        if r.kind == Kind::CudaToolkit {
+            if a.status != Status::Ok {
+                step.action = Action::Blocked;
+            }
+            step.reason = a.evidence.clone();
+        } else if step.action == Action::Unsupported {
+        } else if !wants_change {
+            step.reason = format!("ok: {}", a.evidence);
+        } else if let Some((dep, (root, why))) = stuck_dep {
+            step.action = Action::Blocked;
+            step.reason = if dep == root {
+                format!("needs {dep}: {why}")
+            } else {
+                format!("needs {dep}, which is blocked by {root}")
+            };
+        } else {
+            let why = match a.status {
+                Status::Ok => format!(
+                    "built against {}, which this plan replaces (abi = true)",
+                    abi_changed.join(", ")
+                ),
+                Status::Missing => format!("missing: {}", a.evidence),
+                s => format!("{}: {}", s.as_str(), a.evidence),
+            };
+            let binary = matches!(r.source, Some(Source::Wheel { .. }));
+            step.action = match (binary, a.status) {
+                (true, Status::Missing) => Action::Install,
+                (true, _) => Action::Reinstall,
+                (false, Status::Missing) => Action::Build,
+                (false, _) => Action::Rebuild,
+            };
+            step.version = r.version.as_ref().map(|v| v.to_string());
+            step.reason = why;
+            if let Err(blocker) = build_blockers(r, machine) {
+                step.action = Action::Blocked;
+                step.reason = format!("{}; cannot build: {blocker}", step.reason);
+            } else if !binary {
+                let jobs = jobs_for(r.build.memory_per_job, machine, opts.jobs);
+                let vars = Vars {
+                    python: opts.python.clone(),
+                    src: "<source dir>".into(),
+                    wheel_dir: "<wheel dir>".into(),
+                    jobs,
+                    version: step.version.clone().unwrap_or_default(),
+                    cuda_home: machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref()).map(|h| h.display().to_string()),
+                    cuda_version: machine.cuda_toolkit.as_ref().map(|t| t.version.clone()),
+                    archs: opts.archs.clone(),
+                };
+                step.jobs = Some(jobs);
+                for (k, t) in &r.build.env {
+                    match t.render(&vars) {
+                        Ok(v) => {
+                            step.env.insert(k.clone(), v);
+                        }
+                        Err(e) => {
+                            step.action = Action::Blocked;
+                            step.reason = format!("{}; cannot set {k}: {e}", step.reason);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        match step.action {
+            Action::Blocked | Action::Unsupported => {
+                let root = stuck_root(&stuck, &deps).unwrap_or_else(|| (name.clone(), step.reason.clone()));
+                stuck.insert(name.clone(), root);
+            }
+            a if a.changes() => {
+                changing.insert(name.clone());
+            }
+            _ => {}
+        }
+        steps.push(step);
+    }
+    Plan { archs: opts.archs.clone(), steps }
+}
+
+fn stuck_root(stuck: &BTreeMap<String, (String, String)>, deps: &[&crate::recipe::Dependency]) -> Option<(String, String)> {
+    deps.iter().find_map(|d| stuck.get(&d.name).cloned())
+}
+
+/// What stops a build before it starts: a missing tool, a toolkit outside the recipe's range.
+fn build_blockers(r: &crate::recipe::Recipe, machine: &MachineFacts) -> Result<(), String> {
+    let missing: Vec<&str> = r.requires.tools.iter().map(String::as_str).filter(|t| which::which(t).is_err()).collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} not on PATH (needed to build {})",
+            missing.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", "),
+            r.name
+        ));
+    }
+    if let Some(req) = &r.requires.cuda_req {
+        match &machine.cuda_toolkit {
+            None => return Err(format!("needs a CUDA toolkit {req}, none found")),
+            Some(tk) if !req.matches(&tk.version) => {
+                return Err(format!("needs CUDA {req}, the toolkit is {}", tk.version));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

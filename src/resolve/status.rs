@@ -1,0 +1,274 @@
+//! Statuses: what kiln can say about one component after probing, with the evidence behind it.
+//!
+//! A component is `ok` only when its distribution is installed, its version is accepted by its
+//! recipe and by every dependent in scope, and every import its recipe names actually ran.
+//! This module deliberately ignores kernel images in binaries and ABI fingerprints (later
+//! stages add `wrong-arch` and `stale`); it never touches the disk and never prints.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use pep440_rs::Version;
+use serde::Serialize;
+
+use crate::probe::python::{ImportResult, PythonFacts};
+use crate::probe::{MachineFacts, normalize};
+use crate::recipe::{Kind, Recipe, RecipeSet};
+
+/// What kiln can say about a component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Ok,
+    Missing,
+    Outdated,
+    Broken,
+    WrongArch,
+    Stale,
+    Unsupported,
+    Blocked,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Missing => "missing",
+            Status::Outdated => "outdated",
+            Status::Broken => "broken",
+            Status::WrongArch => "wrong-arch",
+            Status::Stale => "stale",
+            Status::Unsupported => "unsupported",
+            Status::Blocked => "blocked",
+        }
+    }
+}
+
+/// One import the recipe asks for, and what happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportCheck {
+    pub module: String,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub seconds: f64,
+}
+
+/// A feature of a component (`flashinfer[cutedsl]`) and whether its imports ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct FeatureReport {
+    pub name: String,
+    pub status: Status,
+    pub evidence: String,
+}
+
+/// What kiln found for one component.
+#[derive(Debug, Clone, Serialize)]
+pub struct Assessment {
+    pub name: String,
+    pub status: Status,
+    /// The installed version (`null` when absent).
+    pub version: Option<String>,
+    /// Why the status is what it is, in words a person can check.
+    pub evidence: String,
+    /// What kiln would install.
+    pub want: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<ImportCheck>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<FeatureReport>,
+}
+
+/// A version constraint a dependent puts on a component.
+struct Constraint<'a> {
+    from: &'a str,
+    text: &'a str,
+    spec: &'a pep440_rs::VersionSpecifiers,
+}
+
+/// Every import the given components ask for (features included), in order, without repeats.
+pub fn imports_for(set: &RecipeSet, scope: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (name, _) in scope {
+        let Some(r) = set.get(name) else { continue };
+        let feats = r.features.values().flat_map(|f| f.imports.iter());
+        for m in r.imports.iter().chain(feats) {
+            if !out.contains(m) {
+                out.push(m.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Assesses every component in `scope` (closure order).
+pub fn assess(
+    set: &RecipeSet,
+    machine: &MachineFacts,
+    py: &PythonFacts,
+    scope: &[(String, Vec<String>)],
+) -> Vec<Assessment> {
+    let mut constraints: BTreeMap<&str, Vec<Constraint>> = BTreeMap::new();
+    for (name, feats) in scope {
+        let Some(r) = set.get(name) else { continue };
+        for d in r.depends_with(feats) {
+            if let (Some(text), Some(spec)) = (&d.version, &d.spec) {
+                constraints.entry(d.name.as_str()).or_default().push(Constraint { from: &r.name, text, spec });
+            }
+        }
+    }
+    scope
+        .iter()
+        .filter_map(|(name, _)| set.get(name))
+        .map(|r| match r.kind {
+            Kind::CudaToolkit => assess_toolkit(r, machine),
+            Kind::Python => assess_python(r, py, constraints.get(r.name.as_str()).map_or(&[][..], |v| v)),
+        })
+        .collect()
+}
+
+fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
+    let want = r.requires.cuda.clone();
+    let (status, version, evidence) = match &machine.cuda_toolkit {
+        Some(tk) => {
+            let at = tk.nvcc.as_ref().map(|p| format!(" at {}", p.display())).unwrap_or_default();
+            match &r.requires.cuda_req {
+                Some(req) if !req.matches(&tk.version) => (
+                    Status::Blocked,
+                    Some(tk.version.to_string()),
+                    format!(
+                        "CUDA {} found ({}{at}), need {}; install a newer CUDA toolkit (kiln does not install it) and point CUDA_HOME at it",
+                        tk.version, tk.source, req
+                    ),
+                ),
+                _ => (Status::Ok, Some(tk.version.to_string()), format!("CUDA {} from {}{at}", tk.version, tk.source)),
+            }
+        }
+        None => (
+            Status::Blocked,
+            None,
+            format!(
+                "no CUDA toolkit found ({}); install CUDA {} and set CUDA_HOME (kiln does not install it)",
+                machine.cuda_searched.join("; "),
+                want.as_deref().unwrap_or("")
+            ),
+        ),
+    };
+    Assessment {
+        name: r.name.clone(),
+        status,
+        version,
+        evidence,
+        want,
+        location: machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref()).map(|h| h.display().to_string()),
+        imports: Vec::new(),
+        features: Vec::new(),
+    }
+}
+
+fn checks(modules: &[String], py: &PythonFacts) -> Vec<ImportCheck> {
+    modules
+        .iter()
+        .map(|m| match py.imports.get(m) {
+            Some(ImportResult { ok, error, seconds, .. }) => ImportCheck {
+                module: m.clone(),
+                ok: *ok,
+                error: error.clone(),
+                seconds: *seconds,
+            },
+            None => ImportCheck {
+                module: m.clone(),
+                ok: false,
+                error: Some("not probed".into()),
+                seconds: 0.0,
+            },
+        })
+        .collect()
+}
+
+fn failed_imports(c: &[ImportCheck]) -> Option<String> {
+    let failed: Vec<String> = c
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| format!("import {} failed: {}", c.module, c.error.as_deref().unwrap_or("unknown error")))
+        .collect();
+    (!failed.is_empty()).then(|| failed.join("; "))
+}
+
+fn assess_python(r: &Recipe, py: &PythonFacts, constraints: &[Constraint]) -> Assessment {
+    let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
+    let dist = py.dists.get(&normalize(&dist_name));
+    let imports = checks(&r.imports, py);
+    let want = r.version.as_ref().map(|v| v.to_string());
+    let mut a = Assessment {
+        name: r.name.clone(),
+        status: Status::Ok,
+        version: dist.map(|d| d.version.clone()),
+        evidence: String::new(),
+        want,
+        location: dist.and_then(|d| d.location.clone()),
+        imports: Vec::new(),
+        features: Vec::new(),
+    };
+    let python_ok = match (&r.requires.python_spec, Version::from_str(&py.python.version)) {
+        (Some(spec), Ok(v)) => spec.contains(&v),
+        _ => true,
+    };
+    let Some(dist) = dist else {
+        if !python_ok {
+            a.status = Status::Unsupported;
+            a.evidence = format!(
+                "{} needs Python {}; {} is Python {}",
+                r.name,
+                r.requires.python.as_deref().unwrap_or(""),
+                py.python.executable,
+                py.python.version
+            );
+        } else {
+            a.status = Status::Missing;
+            a.evidence = format!("{dist_name} is not installed in {}", py.python.prefix);
+        }
+        return a;
+    };
+    a.imports = imports;
+    let version = Version::from_str(&dist.version).ok();
+    let mut outdated = Vec::new();
+    match &version {
+        None => outdated.push(format!("installed version `{}` is not a PEP 440 version", dist.version)),
+        Some(v) => {
+            if !r.accepts_version(v) {
+                outdated.push(format!("have {}, recipe accepts {}", dist.version, r.accepts_text()));
+            }
+            for c in constraints {
+                if !c.spec.contains(v) {
+                    outdated.push(format!("have {}, {} needs {} {}", dist.version, c.from, r.name, c.text));
+                }
+            }
+        }
+    }
+    if let Some(why) = failed_imports(&a.imports) {
+        a.status = Status::Broken;
+        a.evidence = why;
+    } else if !outdated.is_empty() {
+        a.status = Status::Outdated;
+        a.evidence = outdated.join("; ");
+    } else {
+        let proofs: Vec<String> = a.imports.iter().map(|c| format!("{} ({:.2} s)", c.module, c.seconds)).collect();
+        a.evidence = if proofs.is_empty() {
+            format!("{} {} installed; the recipe names no import to prove it", dist_name, dist.version)
+        } else {
+            format!("{} {}; imports ran: {}", dist_name, dist.version, proofs.join(", "))
+        };
+    }
+    for (fname, f) in &r.features {
+        let c = checks(&f.imports, py);
+        let (status, evidence) = match failed_imports(&c) {
+            Some(why) => (Status::Broken, why),
+            None => (Status::Ok, format!("imports ran: {}", f.imports.join(", "))),
+        };
+        a.features.push(FeatureReport { name: fname.clone(), status, evidence });
+    }
+    a
+}
