@@ -92,12 +92,7 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 4] = [
-        Dialect::Torch,
-        Dialect::Flashinfer,
-        Dialect::FlashAttn,
-        Dialect::Cmake,
-    ];
+    pub const ALL: [Dialect; 4] = [Dialect::Torch, Dialect::Flashinfer, Dialect::FlashAttn, Dialect::Cmake];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -121,7 +116,11 @@ pub enum DialectError {
     #[error("spelling {arch} for {dialect} depends on the CUDA toolkit version, and no toolkit was found")]
     NeedsToolkit { arch: Arch, dialect: &'static str },
     #[error("{arch} needs CUDA >= {need}, the toolkit is {have}")]
-    ToolkitTooOld { arch: Arch, need: &'static str, have: semver::Version },
+    ToolkitTooOld {
+        arch: Arch,
+        need: &'static str,
+        have: semver::Version,
+    },
 }
 
 fn at_least(cuda: &semver::Version, major: u64, minor: u64) -> bool {
@@ -130,11 +129,7 @@ fn at_least(cuda: &semver::Version, major: u64, minor: u64) -> bool {
 
 /// The suffix a family- or arch-specific build needs for `arch` under `cuda`:
 /// 12.0 → `f` on CUDA >= 12.9, `a` on 12.8; other 12.x → `a` (>= 12.9); 9.x-11.x → `a`.
-fn specific_suffix(
-    arch: Arch,
-    cuda: Option<&semver::Version>,
-    dialect: Dialect,
-) -> Result<&'static str, DialectError> {
+fn specific_suffix(arch: Arch, cuda: Option<&semver::Version>, dialect: Dialect) -> Result<&'static str, DialectError> {
     if arch.major < 9 {
         return Ok("");
     }
@@ -159,11 +154,7 @@ fn specific_suffix(
 }
 
 /// Spells `archs` the way `dialect` wants it, for a toolkit of version `cuda` (if known).
-pub fn render(
-    dialect: Dialect,
-    archs: &[Arch],
-    cuda: Option<&semver::Version>,
-) -> Result<String, DialectError> {
+pub fn render(dialect: Dialect, archs: &[Arch], cuda: Option<&semver::Version>) -> Result<String, DialectError> {
     if archs.is_empty() {
         return Err(DialectError::NoArch);
     }
@@ -177,12 +168,7 @@ pub fn render(
             }
             // flash-attn's setup.py takes numbers only and adds its own gencode flags.
             Dialect::FlashAttn => format!("{}{}", a.major, a.minor),
-            Dialect::Cmake => format!(
-                "{}{}{}-real",
-                a.major,
-                a.minor,
-                specific_suffix(a, cuda, dialect)?
-            ),
+            Dialect::Cmake => format!("{}{}{}-real", a.major, a.minor, specific_suffix(a, cuda, dialect)?),
         });
     }
     let sep = match dialect {

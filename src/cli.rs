@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 /// or broken, for one GPU architecture.
 #[derive(Debug, Parser)]
 #[command(name = "kiln", version, propagate_version = true, max_term_width = 100)]
-#[command(after_help = "Examples:\n  kiln doctor --arch 12.0            what works here, with evidence\n  kiln plan sglang --arch 12.0       what `install` would do, in order, and why\n  kiln install 'flashinfer[cutedsl]' build what is missing, verify each piece\n  kiln recipes flashinfer            show a recipe")]
+#[command(
+    after_help = "Examples:\n  kiln doctor --arch 12.0            what works here, with evidence\n  kiln plan sglang --arch 12.0       what `install` would do, in order, and why\n  kiln install 'flashinfer[cutedsl]' build what is missing, verify each piece\n  kiln recipes flashinfer            show a recipe"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -76,7 +76,9 @@ impl Cmd {
         for (k, v) in &self.env {
             let _ = writeln!(file, "# {k}={v}");
         }
-        let err_file = file.try_clone().map_err(|e| fail(format!("could not open the log: {e}")))?;
+        let err_file = file
+            .try_clone()
+            .map_err(|e| fail(format!("could not open the log: {e}")))?;
         let out = self
             .expr()
             .stdin_null()
@@ -192,7 +194,10 @@ pub fn tail_lines(path: &Path, n: usize) -> Vec<String> {
     let _ = f.read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf);
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].iter().map(|s| s.to_string()).collect()
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 #[cfg(test)]
@@ -214,7 +219,10 @@ mod tests {
 
     #[test]
     fn capture_times_out() {
-        let c = Cmd::new("sleep").arg("5").capture(b"", Duration::from_millis(100)).unwrap();
+        let c = Cmd::new("sleep")
+            .arg("5")
+            .capture(b"", Duration::from_millis(100))
+            .unwrap();
         assert!(c.timed_out && !c.success);
     }
 }

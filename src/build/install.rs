@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::process::{Cmd, CommandFailed};
 use crate::probe::python::Dist;
+use crate::process::{Cmd, CommandFailed};
 
 /// The program that installs wheels.
 #[derive(Debug, Clone)]
@@ -36,10 +36,19 @@ impl Installer {
     }
 
     /// `install` of `what` (wheel paths or requirements), replacing what is there.
-    pub fn install(&self, python: &Path, what: &[String], deps: bool, constraints: Option<&Path>, index_url: Option<&str>) -> Cmd {
+    pub fn install(
+        &self,
+        python: &Path,
+        what: &[String],
+        deps: bool,
+        constraints: Option<&Path>,
+        index_url: Option<&str>,
+    ) -> Cmd {
         let py = python.display().to_string();
         let mut c = match self {
-            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str(), "--reinstall"]),
+            Installer::Uv(uv) => {
+                Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str(), "--reinstall"])
+            }
             Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--force-reinstall", "--no-input"]),
         };
         if !deps {
@@ -59,8 +68,17 @@ impl Installer {
         let py = python.display().to_string();
         let t = target.display().to_string();
         match self {
-            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str(), "--target", t.as_str()]),
-            Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input", "--target", t.as_str()]),
+            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args([
+                "pip",
+                "install",
+                "--python",
+                py.as_str(),
+                "--target",
+                t.as_str(),
+            ]),
+            Installer::Pip => {
+                Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input", "--target", t.as_str()])
+            }
         }
         .args(reqs.iter().cloned())
     }
@@ -68,7 +86,9 @@ impl Installer {
     pub fn uninstall(&self, python: &Path, dist: &str) -> Cmd {
         let py = python.display().to_string();
         match self {
-            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "uninstall", "--python", py.as_str(), dist]),
+            Installer::Uv(uv) => {
+                Cmd::new(uv.display().to_string()).args(["pip", "uninstall", "--python", py.as_str(), dist])
+            }
             Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "uninstall", "-y", dist]),
         }
     }
@@ -95,11 +115,15 @@ impl Backup {
     /// Copies every file `dist`'s RECORD lists into `dir`. `None` when nothing is installed.
     pub fn take(dist: Option<&Dist>, dir: &Path) -> Result<Option<Backup>, BackupError> {
         let Some(d) = dist else { return Ok(None) };
-        let fail = |detail: String| BackupError::Backup { dist: d.name.clone(), detail };
+        let fail = |detail: String| BackupError::Backup {
+            dist: d.name.clone(),
+            detail,
+        };
         let (Some(info), Some(loc)) = (&d.dist_info, &d.location) else {
             return Err(fail("its metadata directory is unknown".into()));
         };
-        let record = std::fs::read_to_string(Path::new(info).join("RECORD")).map_err(|e| fail(format!("no RECORD: {e}")))?;
+        let record =
+            std::fs::read_to_string(Path::new(info).join("RECORD")).map_err(|e| fail(format!("no RECORD: {e}")))?;
         std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
         let mut files = Vec::new();
         for (i, line) in record.lines().enumerate() {
@@ -112,16 +136,25 @@ impl Backup {
             std::fs::copy(&orig, &copy).map_err(|e| fail(format!("{}: {e}", orig.display())))?;
             files.push((orig, copy));
         }
-        Ok(Some(Backup { dist: d.name.clone(), files }))
+        Ok(Some(Backup {
+            dist: d.name.clone(),
+            files,
+        }))
     }
 
     /// Puts the files back (after the new version was uninstalled).
     pub fn restore(&self) -> Result<(), BackupError> {
         for (orig, copy) in &self.files {
             if let Some(p) = orig.parent() {
-                std::fs::create_dir_all(p).map_err(|e| BackupError::Restore { dist: self.dist.clone(), detail: e.to_string() })?;
+                std::fs::create_dir_all(p).map_err(|e| BackupError::Restore {
+                    dist: self.dist.clone(),
+                    detail: e.to_string(),
+                })?;
             }
-            std::fs::copy(copy, orig).map_err(|e| BackupError::Restore { dist: self.dist.clone(), detail: format!("{}: {e}", orig.display()) })?;
+            std::fs::copy(copy, orig).map_err(|e| BackupError::Restore {
+                dist: self.dist.clone(),
+                detail: format!("{}: {e}", orig.display()),
+            })?;
         }
         Ok(())
     }

@@ -79,7 +79,7 @@ pub struct BuildFailure {
     pub name: String,
     pub phase: &'static str,
     pub message: String,
-    pub command: Option<CommandFailed>,
+    pub command: Option<Box<CommandFailed>>,
     /// How the environment was put back.
     pub restored: String,
     pub hint: Option<String>,
@@ -98,39 +98,53 @@ pub struct Context<'a> {
     pub facts: &'a PythonFacts,
 }
 
+/// What a run did: an outcome per step reached, and the failure that stopped it, if any.
+#[derive(Debug)]
+pub struct RunReport {
+    pub outcomes: Vec<Outcome>,
+    pub failure: Option<BuildFailure>,
+}
+
 /// Runs every changing step of `plan` in order; stops at the first failure.
-pub fn execute(plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> Result<Vec<Outcome>, (Vec<Outcome>, BuildFailure)> {
-    let mut done = Vec::new();
+pub fn execute(plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> RunReport {
+    let mut outcomes = Vec::new();
     for step in &plan.steps {
         reporter.step_started(step);
         let start = Instant::now();
+        let outcome = |result: &'static str, wheel: Option<PathBuf>, source: Option<String>| Outcome {
+            name: step.name.clone(),
+            action: step.action,
+            result,
+            seconds: start.elapsed().as_secs_f64(),
+            wheel: wheel.map(|w| w.display().to_string()),
+            source,
+        };
         if !step.action.changes() {
-            let o = Outcome { name: step.name.clone(), action: step.action, result: "kept", seconds: 0.0, wheel: None, source: None };
+            let o = outcome("kept", None, None);
             reporter.step_finished(step, &o);
-            done.push(o);
+            outcomes.push(o);
             continue;
         }
         match run_step(step, plan, cx, reporter) {
             Ok((wheel, source)) => {
-                let o = Outcome {
-                    name: step.name.clone(),
-                    action: step.action,
-                    result: "done",
-                    seconds: start.elapsed().as_secs_f64(),
-                    wheel: wheel.map(|w| w.display().to_string()),
-                    source: Some(source),
-                };
+                let o = outcome("done", wheel, Some(source));
                 reporter.step_finished(step, &o);
-                done.push(o);
+                outcomes.push(o);
             }
             Err(f) => {
-                let o = Outcome { name: step.name.clone(), action: step.action, result: "failed", seconds: start.elapsed().as_secs_f64(), wheel: None, source: None };
+                let o = outcome("failed", None, None);
                 reporter.step_finished(step, &o);
-                return Err((done, f));
+                return RunReport {
+                    outcomes,
+                    failure: Some(f),
+                };
             }
         }
     }
-    Ok(done)
+    RunReport {
+        outcomes,
+        failure: None,
+    }
 }
 
 fn fail(step: &Step, phase: Phase, message: impl Into<String>) -> BuildFailure {
@@ -150,7 +164,7 @@ fn cmd_fail(step: &Step, phase: Phase, e: CommandFailed) -> BuildFailure {
         name: step.name.clone(),
         phase: phase.as_str(),
         message: format!("`{}` exited with {}", e.command, e.status),
-        command: Some(e),
+        command: Some(Box::new(e)),
         restored: "nothing was installed; the environment is unchanged".into(),
         hint,
     }
@@ -174,9 +188,20 @@ fn hint_for(e: &CommandFailed) -> Option<String> {
     None
 }
 
-fn run_step(step: &Step, plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> Result<(Option<PathBuf>, String), BuildFailure> {
-    let r = cx.set.get(&step.name).ok_or_else(|| fail(step, Phase::Fetch, "no recipe"))?;
-    let source = r.source.as_ref().ok_or_else(|| fail(step, Phase::Fetch, "the recipe has no source"))?;
+fn run_step(
+    step: &Step,
+    plan: &Plan,
+    cx: &Context,
+    reporter: &dyn Reporter,
+) -> Result<(Option<PathBuf>, String), BuildFailure> {
+    let r = cx
+        .set
+        .get(&step.name)
+        .ok_or_else(|| fail(step, Phase::Fetch, "no recipe"))?;
+    let source = r
+        .source
+        .as_ref()
+        .ok_or_else(|| fail(step, Phase::Fetch, "the recipe has no source"))?;
     let log = |phase: Phase| cx.logs.join(format!("{}.{}.log", step.name, phase.as_str()));
     let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
     let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
@@ -185,26 +210,47 @@ fn run_step(step: &Step, plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> 
     let (to_install, identity, wheel, index_url) = match source {
         Source::Wheel { requirement, index_url } => {
             reporter.phase(step, Phase::Install, requirement);
-            (requirement.clone(), format!("index:{requirement}"), None, index_url.clone())
+            (
+                requirement.clone(),
+                format!("index:{requirement}"),
+                None,
+                index_url.clone(),
+            )
         }
         _ => {
             reporter.phase(step, Phase::Fetch, &describe(source));
-            let fetched = source::fetch(source, r.dir.as_deref(), &work, &cx.cache, &log(Phase::Fetch)).map_err(|e| match e {
-                source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
-                other => fail(step, Phase::Fetch, other.to_string()),
-            })?;
+            let fetched =
+                source::fetch(source, r.dir.as_deref(), &work, &cx.cache, &log(Phase::Fetch)).map_err(|e| match e {
+                    source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
+                    other => fail(step, Phase::Fetch, other.to_string()),
+                })?;
             let wheel = build_wheel(step, r, plan, cx, &fetched.dir, &work, reporter, &log)?;
             (wheel.display().to_string(), fetched.identity, Some(wheel), None)
         }
     };
 
     // Back up what is there, install, verify; on any failure put it back.
-    let backup = Backup::take(installed, &work.join("backup")).map_err(|e| fail(step, Phase::Install, e.to_string()))?;
-    reporter.phase(step, Phase::Install, &format!("{} ({})", dist_name, cx.installer.name()));
-    let constraints = if r.install_deps { Some(write_constraints(cx, &dist_name, &work).map_err(|e| fail(step, Phase::Install, e))?) } else { None };
+    let backup =
+        Backup::take(installed, &work.join("backup")).map_err(|e| fail(step, Phase::Install, e.to_string()))?;
+    reporter.phase(
+        step,
+        Phase::Install,
+        &format!("{} ({})", dist_name, cx.installer.name()),
+    );
+    let constraints = if r.install_deps {
+        Some(write_constraints(cx, &dist_name, &work).map_err(|e| fail(step, Phase::Install, e))?)
+    } else {
+        None
+    };
     let installed_result = cx
         .installer
-        .install(&cx.python, &[to_install], r.install_deps, constraints.as_deref(), index_url.as_deref())
+        .install(
+            &cx.python,
+            &[to_install],
+            r.install_deps,
+            constraints.as_deref(),
+            index_url.as_deref(),
+        )
         .run_logged(&log(Phase::Install));
     let failure = match installed_result {
         Err(e) => Some(cmd_fail(step, Phase::Install, e)),
@@ -234,7 +280,13 @@ fn build_wheel(
     log: &dyn Fn(Phase) -> PathBuf,
 ) -> Result<PathBuf, BuildFailure> {
     let wheel_dir = work.join("wheel");
-    std::fs::create_dir_all(&wheel_dir).map_err(|e| fail(step, Phase::Wheel, format!("cannot create {}: {e}", wheel_dir.display())))?;
+    std::fs::create_dir_all(&wheel_dir).map_err(|e| {
+        fail(
+            step,
+            Phase::Wheel,
+            format!("cannot create {}: {e}", wheel_dir.display()),
+        )
+    })?;
     let jobs = jobs_for(r.build.memory_per_job, cx.machine, cx.jobs);
     let vars = Vars {
         python: cx.python.display().to_string(),
@@ -242,29 +294,51 @@ fn build_wheel(
         wheel_dir: wheel_dir.display().to_string(),
         jobs,
         version: r.version.as_ref().map(|v| v.to_string()).unwrap_or_default(),
-        cuda_home: cx.machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref()).map(|h| h.display().to_string()),
+        cuda_home: cx
+            .machine
+            .cuda_toolkit
+            .as_ref()
+            .and_then(|t| t.home.as_ref())
+            .map(|h| h.display().to_string()),
         cuda_version: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.clone()),
         archs: plan.archs.clone(),
     };
     let mut env: Vec<(String, String)> = Vec::new();
     for (k, t) in &r.build.env {
-        let v = t.render(&vars).map_err(|e| fail(step, Phase::Wheel, format!("cannot set {k}: {e}")))?;
+        let v = t
+            .render(&vars)
+            .map_err(|e| fail(step, Phase::Wheel, format!("cannot set {k}: {e}")))?;
         env.push((k.clone(), v));
     }
     if !r.build.requires.is_empty() {
         reporter.phase(step, Phase::BuildRequires, &r.build.requires.join(" "));
         let overlay = work.join("build-requires");
-        cx.installer.install_target(&cx.python, &r.build.requires, &overlay).run_logged(&log(Phase::BuildRequires)).map_err(|e| cmd_fail(step, Phase::BuildRequires, e))?;
+        cx.installer
+            .install_target(&cx.python, &r.build.requires, &overlay)
+            .run_logged(&log(Phase::BuildRequires))
+            .map_err(|e| cmd_fail(step, Phase::BuildRequires, e))?;
         let path = std::env::var("PATH").unwrap_or_default();
         env.push(("PYTHONPATH".into(), overlay.display().to_string()));
         env.push(("PATH".into(), format!("{}:{path}", overlay.join("bin").display())));
     }
     if let Some(manifest) = &r.build.cargo_manifest {
         reporter.phase(step, Phase::Prepare, &format!("cargo metadata {manifest}"));
-        let meta = cargo_metadata::MetadataCommand::new().manifest_path(src.join(manifest)).no_deps().exec().map_err(|e| {
-            fail(step, Phase::Prepare, format!("cannot read the Rust crate at {manifest}: {e}"))
-        })?;
-        let names: Vec<String> = meta.packages.iter().map(|p| format!("{} {}", p.name, p.version)).collect();
+        let meta = cargo_metadata::MetadataCommand::new()
+            .manifest_path(src.join(manifest))
+            .no_deps()
+            .exec()
+            .map_err(|e| {
+                fail(
+                    step,
+                    Phase::Prepare,
+                    format!("cannot read the Rust crate at {manifest}: {e}"),
+                )
+            })?;
+        let names: Vec<String> = meta
+            .packages
+            .iter()
+            .map(|p| format!("{} {}", p.name, p.version))
+            .collect();
         let _ = std::fs::write(log(Phase::Prepare).with_extension("cargo.txt"), names.join("\n"));
     }
     let with_env = |mut c: Cmd| {
@@ -274,12 +348,22 @@ fn build_wheel(
         c.cwd(src)
     };
     for cmd in &r.build.prepare {
-        let args: Vec<String> = cmd.iter().map(|t| t.render(&vars)).collect::<Result<_, _>>().map_err(|e| fail(step, Phase::Prepare, e.to_string()))?;
+        let args: Vec<String> = cmd
+            .iter()
+            .map(|t| t.render(&vars))
+            .collect::<Result<_, _>>()
+            .map_err(|e| fail(step, Phase::Prepare, e.to_string()))?;
         reporter.phase(step, Phase::Prepare, &args.join(" "));
-        with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned())).run_logged(&log(Phase::Prepare)).map_err(|e| cmd_fail(step, Phase::Prepare, e))?;
+        with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned()))
+            .run_logged(&log(Phase::Prepare))
+            .map_err(|e| cmd_fail(step, Phase::Prepare, e))?;
     }
     let args: Vec<String> = match &r.build.wheel {
-        Some(ts) => ts.iter().map(|t| t.render(&vars)).collect::<Result<_, _>>().map_err(|e| fail(step, Phase::Wheel, e.to_string()))?,
+        Some(ts) => ts
+            .iter()
+            .map(|t| t.render(&vars))
+            .collect::<Result<_, _>>()
+            .map_err(|e| fail(step, Phase::Wheel, e.to_string()))?,
         None => vec![
             vars.python.clone(),
             "-m".into(),
@@ -293,8 +377,14 @@ fn build_wheel(
             vars.src.clone(),
         ],
     };
-    reporter.phase(step, Phase::Wheel, &format!("{} job{}", jobs, if jobs == 1 { "" } else { "s" }));
-    with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned())).run_logged(&log(Phase::Wheel)).map_err(|e| cmd_fail(step, Phase::Wheel, e))?;
+    reporter.phase(
+        step,
+        Phase::Wheel,
+        &format!("{} job{}", jobs, if jobs == 1 { "" } else { "s" }),
+    );
+    with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned()))
+        .run_logged(&log(Phase::Wheel))
+        .map_err(|e| cmd_fail(step, Phase::Wheel, e))?;
     let wheels: Vec<PathBuf> = std::fs::read_dir(&wheel_dir)
         .map_err(|e| fail(step, Phase::Wheel, e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -302,8 +392,19 @@ fn build_wheel(
         .collect();
     match wheels.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(fail(step, Phase::Wheel, format!("the build command succeeded but wrote no wheel to {}", wheel_dir.display()))),
-        many => Err(fail(step, Phase::Wheel, format!("the build wrote {} wheels; expected one", many.len()))),
+        [] => Err(fail(
+            step,
+            Phase::Wheel,
+            format!(
+                "the build command succeeded but wrote no wheel to {}",
+                wheel_dir.display()
+            ),
+        )),
+        many => Err(fail(
+            step,
+            Phase::Wheel,
+            format!("the build wrote {} wheels; expected one", many.len()),
+        )),
     }
 }
 
@@ -315,7 +416,8 @@ fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<(), BuildFailure> {
             imports.extend(feat.imports.iter().cloned());
         }
     }
-    let facts = python::probe(&cx.python, &imports, Duration::from_secs(600)).map_err(|e| fail(step, Phase::Verify, e.to_string()))?;
+    let facts = python::probe(&cx.python, &imports, Duration::from_secs(600))
+        .map_err(|e| fail(step, Phase::Verify, e.to_string()))?;
     let failed: Vec<String> = imports
         .iter()
         .filter_map(|m| {
@@ -323,7 +425,11 @@ fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<(), BuildFailure> {
             (!res.ok).then(|| format!("import {m} failed: {}", res.error.as_deref().unwrap_or("?")))
         })
         .collect();
-    if failed.is_empty() { Ok(()) } else { Err(fail(step, Phase::Verify, failed.join("; "))) }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(fail(step, Phase::Verify, failed.join("; ")))
+    }
 }
 
 /// Uninstalls what the failed step installed and restores the backup; says what was done.
@@ -368,6 +474,8 @@ fn describe(s: &Source) -> String {
 
 /// A name for this run: seconds since the epoch and the process id.
 pub fn run_stamp() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     format!("{secs}-{}", std::process::id())
 }

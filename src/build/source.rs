@@ -45,7 +45,13 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError 
 
 /// Fetches `source` into `work` (a fresh, empty directory). `recipe_dir` resolves relative
 /// paths; `cache` holds downloads; logs go to `log`.
-pub fn fetch(source: &Source, recipe_dir: Option<&Path>, work: &Path, cache: &Path, log: &Path) -> Result<Fetched, SourceError> {
+pub fn fetch(
+    source: &Source,
+    recipe_dir: Option<&Path>,
+    work: &Path,
+    cache: &Path,
+    log: &Path,
+) -> Result<Fetched, SourceError> {
     std::fs::create_dir_all(work).map_err(io(format!("cannot create {}", work.display())))?;
     match source {
         Source::Path { path } => {
@@ -54,17 +60,28 @@ pub fn fetch(source: &Source, recipe_dir: Option<&Path>, work: &Path, cache: &Pa
                 _ => path.clone(),
             };
             if !from.is_dir() {
-                return Err(SourceError::Layout(format!("source path {} is not a directory", from.display())));
+                return Err(SourceError::Layout(format!(
+                    "source path {} is not a directory",
+                    from.display()
+                )));
             }
             let dir = work.join("src");
             copy_tree(&from, &dir)?;
-            Ok(Fetched { dir, identity: format!("path:{}", from.display()) })
+            Ok(Fetched {
+                dir,
+                identity: format!("path:{}", from.display()),
+            })
         }
         Source::Sdist { url, sha256 } => {
             let archive = cached_download(url, sha256, cache)?;
             let unpack = work.join("src");
             std::fs::create_dir_all(&unpack).map_err(io("cannot create the unpack directory"))?;
-            Cmd::new("tar").arg("-xf").arg(archive.display().to_string()).arg("-C").arg(unpack.display().to_string()).run_logged(log)?;
+            Cmd::new("tar")
+                .arg("-xf")
+                .arg(archive.display().to_string())
+                .arg("-C")
+                .arg(unpack.display().to_string())
+                .run_logged(log)?;
             // An sdist holds one top-level directory `<name>-<version>/`.
             let mut entries: Vec<PathBuf> = std::fs::read_dir(&unpack)
                 .map_err(io("cannot read the unpacked sdist"))?
@@ -74,14 +91,30 @@ pub fn fetch(source: &Source, recipe_dir: Option<&Path>, work: &Path, cache: &Pa
                 1 if entries[0].is_dir() => entries.remove(0),
                 _ => unpack,
             };
-            Ok(Fetched { dir, identity: format!("sha256:{sha256}") })
+            Ok(Fetched {
+                dir,
+                identity: format!("sha256:{sha256}"),
+            })
         }
-        Source::Git { url, rev, subdir, submodules } => {
+        Source::Git {
+            url,
+            rev,
+            subdir,
+            submodules,
+        } => {
             let dir = work.join("src");
-            Cmd::new("git").args(["clone", "--quiet", url.as_str(), &dir.display().to_string()]).run_logged(log)?;
-            Cmd::new("git").args(["-c", "advice.detachedHead=false", "checkout", "--quiet", rev.as_str()]).cwd(&dir).run_logged(log)?;
+            Cmd::new("git")
+                .args(["clone", "--quiet", url.as_str(), &dir.display().to_string()])
+                .run_logged(log)?;
+            Cmd::new("git")
+                .args(["-c", "advice.detachedHead=false", "checkout", "--quiet", rev.as_str()])
+                .cwd(&dir)
+                .run_logged(log)?;
             if *submodules {
-                Cmd::new("git").args(["submodule", "update", "--init", "--recursive"]).cwd(&dir).run_logged(log)?;
+                Cmd::new("git")
+                    .args(["submodule", "update", "--init", "--recursive"])
+                    .cwd(&dir)
+                    .run_logged(log)?;
             }
             let head = Cmd::new("git")
                 .args(["rev-parse", "HEAD"])
@@ -94,9 +127,15 @@ pub fn fetch(source: &Source, recipe_dir: Option<&Path>, work: &Path, cache: &Pa
                 None => dir,
             };
             if !tree.is_dir() {
-                return Err(SourceError::Layout(format!("{url} at {rev} has no directory `{}`", subdir.as_deref().unwrap_or(""))));
+                return Err(SourceError::Layout(format!(
+                    "{url} at {rev} has no directory `{}`",
+                    subdir.as_deref().unwrap_or("")
+                )));
             }
-            Ok(Fetched { dir: tree, identity: format!("git:{commit}") })
+            Ok(Fetched {
+                dir: tree,
+                identity: format!("git:{commit}"),
+            })
         }
         Source::Wheel { .. } => Err(SourceError::Layout("a binary wheel has no source tree".into())),
     }
@@ -104,7 +143,11 @@ pub fn fetch(source: &Source, recipe_dir: Option<&Path>, work: &Path, cache: &Pa
 
 /// Returns the cached archive for `url`, downloading and checking it first if needed.
 fn cached_download(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, SourceError> {
-    let file_name = url.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("source.tar.gz");
+    let file_name = url
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("source.tar.gz");
     let dir = cache.join("sources").join(sha256);
     let dest = dir.join(file_name);
     if dest.is_file() && sha256_file(&dest)? == sha256 {
@@ -112,21 +155,34 @@ fn cached_download(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, Sou
     }
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let partial = dir.join(format!("{file_name}.part"));
-    let local = url.strip_prefix("file://").map(PathBuf::from).or_else(|| (!url.contains("://")).then(|| PathBuf::from(url)));
+    let local = url
+        .strip_prefix("file://")
+        .map(PathBuf::from)
+        .or_else(|| (!url.contains("://")).then(|| PathBuf::from(url)));
     match local {
         Some(p) => {
             std::fs::copy(&p, &partial).map_err(io(format!("cannot copy {}", p.display())))?;
         }
         None => {
-            let mut resp = ureq::get(url).call().map_err(|e| SourceError::Download { url: url.into(), detail: e.to_string() })?;
+            let mut resp = ureq::get(url).call().map_err(|e| SourceError::Download {
+                url: url.into(),
+                detail: e.to_string(),
+            })?;
             let mut out = std::fs::File::create(&partial).map_err(io(format!("cannot write {}", partial.display())))?;
-            std::io::copy(&mut resp.body_mut().as_reader(), &mut out).map_err(|e| SourceError::Download { url: url.into(), detail: e.to_string() })?;
+            std::io::copy(&mut resp.body_mut().as_reader(), &mut out).map_err(|e| SourceError::Download {
+                url: url.into(),
+                detail: e.to_string(),
+            })?;
         }
     }
     let got = sha256_file(&partial)?;
     if got != sha256 {
         let _ = std::fs::remove_file(&partial);
-        return Err(SourceError::Checksum { url: url.into(), want: sha256.into(), got });
+        return Err(SourceError::Checksum {
+            url: url.into(),
+            want: sha256.into(),
+            got,
+        });
     }
     std::fs::rename(&partial, &dest).map_err(io("cannot move the download into the cache"))?;
     Ok(dest)
@@ -137,7 +193,9 @@ pub fn sha256_file(path: &Path) -> Result<String, SourceError> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        let n = f.read(&mut buf).map_err(io(format!("cannot read {}", path.display())))?;
+        let n = f
+            .read(&mut buf)
+            .map_err(io(format!("cannot read {}", path.display())))?;
         if n == 0 {
             break;
         }

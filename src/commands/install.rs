@@ -16,7 +16,11 @@ pub fn run(g: &Global, targets: &[String], dry_run: bool) -> CmdResult {
         } else {
             report::plan_human(&s, &plan);
         }
-        return Ok(if plan.is_blocked() { ExitCode::from(1) } else { ExitCode::SUCCESS });
+        return Ok(if plan.is_blocked() {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
     }
     if plan.is_blocked() {
         if g.json {
@@ -24,7 +28,9 @@ pub fn run(g: &Global, targets: &[String], dry_run: bool) -> CmdResult {
         } else {
             report::plan_human(&s, &plan);
         }
-        return Err(Failure::User("the plan is blocked (see above); nothing was changed".into()));
+        return Err(Failure::User(
+            "the plan is blocked (see above); nothing was changed".into(),
+        ));
     }
     if plan.changes() == 0 {
         if g.json {
@@ -49,8 +55,9 @@ pub fn run(g: &Global, targets: &[String], dry_run: bool) -> CmdResult {
     let reporter = report::progress::Progress::new(g.no_progress || g.json, g.quiet);
     let result = build::execute(&plan, &cx, &reporter);
     drop(reporter);
-    match result {
-        Ok(outcomes) => {
+    let outcomes = result.outcomes;
+    match result.failure {
+        None => {
             if g.json {
                 report::json(&serde_json::json!({ "result": "ok", "logs": logs, "outcomes": outcomes }));
             } else if !g.quiet {
@@ -58,7 +65,7 @@ pub fn run(g: &Global, targets: &[String], dry_run: bool) -> CmdResult {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err((outcomes, failure)) => {
+        Some(failure) => {
             if g.json {
                 report::json(&serde_json::json!({
                     "result": "failed",

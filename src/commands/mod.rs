@@ -74,16 +74,23 @@ pub fn parse_targets(set: &RecipeSet, targets: &[String]) -> Result<Vec<(String,
     }
     let mut out = Vec::new();
     for t in targets {
-        let req = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(t)
-            .map_err(|e| Failure::Usage(format!("`{t}` is not a target: {}", e.to_string().lines().next().unwrap_or(""))))?;
-        if !matches!(req.version_or_url, None) || req.marker != pep508_rs::MarkerTree::TRUE {
+        let req = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(t).map_err(|e| {
+            Failure::Usage(format!(
+                "`{t}` is not a target: {}",
+                e.to_string().lines().next().unwrap_or("")
+            ))
+        })?;
+        if req.version_or_url.is_some() || req.marker != pep508_rs::MarkerTree::TRUE {
             return Err(Failure::Usage(format!(
                 "`{t}`: version pins and markers on targets are not supported yet; kiln installs the version its recipe pins"
             )));
         }
         let name = req.name.to_string();
         let Some(r) = set.get(&name) else {
-            let hint = set.closest(&name).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
+            let hint = set
+                .closest(&name)
+                .map(|c| format!(" (did you mean `{c}`?)"))
+                .unwrap_or_default();
             return Err(Failure::Usage(format!(
                 "no recipe named `{name}`{hint}; `kiln recipes` lists them"
             )));
@@ -133,9 +140,20 @@ impl Session {
         };
         let scope = set.closure(&wanted);
         let imports = resolve::status::imports_for(&set, &scope);
-        let facts = python::probe(&python, &imports, Duration::from_secs(600)).map_err(|e| Failure::User(e.to_string()))?;
+        let facts =
+            python::probe(&python, &imports, Duration::from_secs(600)).map_err(|e| Failure::User(e.to_string()))?;
         let assessments = resolve::status::assess(&set, &machine, &facts, &scope);
-        Ok(Session { set, python, python_source, machine, archs, arch_source, scope, facts, assessments })
+        Ok(Session {
+            set,
+            python,
+            python_source,
+            machine,
+            archs,
+            arch_source,
+            scope,
+            facts,
+            assessments,
+        })
     }
 
     pub fn plan(&self, g: &Global) -> Plan {
@@ -144,7 +162,11 @@ impl Session {
             &self.machine,
             &self.scope,
             &self.assessments,
-            &PlanOptions { archs: self.archs.clone(), jobs: g.jobs, python: self.python.display().to_string() },
+            &PlanOptions {
+                archs: self.archs.clone(),
+                jobs: g.jobs,
+                python: self.python.display().to_string(),
+            },
         )
     }
 

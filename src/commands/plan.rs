@@ -14,5 +14,9 @@ pub fn run(g: &Global, targets: &[String]) -> CmdResult {
     } else if !g.quiet {
         report::plan_human(&s, &plan);
     }
-    Ok(if plan.is_blocked() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if plan.is_blocked() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

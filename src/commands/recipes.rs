@@ -11,14 +11,19 @@ pub fn run(g: &Global, name: Option<&str>) -> CmdResult {
     match name {
         None => {
             if g.json {
-                report::json(&serde_json::json!({ "origin": set.origin, "recipes": set.recipes.values().collect::<Vec<_>>() }));
+                report::json(
+                    &serde_json::json!({ "origin": set.origin, "recipes": set.recipes.values().collect::<Vec<_>>() }),
+                );
             } else {
                 report::recipes_list(&set);
             }
         }
         Some(n) => {
             let Some(r) = set.get(n) else {
-                let hint = set.closest(n).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default();
+                let hint = set
+                    .closest(n)
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
                 return Err(Failure::Usage(format!("no recipe named `{n}`{hint}")));
             };
             if g.json {

@@ -68,14 +68,23 @@ const QUICK: Duration = Duration::from_secs(20);
 pub fn probe() -> MachineFacts {
     let (gpus, gpu_source, smi_driver) = gpus();
     let driver = if let Some(v) = env("KILN_DRIVER_VERSION") {
-        Some(Sourced { value: v, source: "KILN_DRIVER_VERSION".into() })
+        Some(Sourced {
+            value: v,
+            source: "KILN_DRIVER_VERSION".into(),
+        })
     } else if let Some(v) = smi_driver {
-        Some(Sourced { value: v, source: "nvidia-smi".into() })
+        Some(Sourced {
+            value: v,
+            source: "nvidia-smi".into(),
+        })
     } else {
         std::fs::read_to_string("/proc/driver/nvidia/version")
             .ok()
             .and_then(|t| parse_proc_driver(&t))
-            .map(|v| Sourced { value: v, source: "/proc/driver/nvidia/version".into() })
+            .map(|v| Sourced {
+                value: v,
+                source: "/proc/driver/nvidia/version".into(),
+            })
     };
     let (cuda_toolkit, cuda_searched) = toolkit();
     MachineFacts {
@@ -85,7 +94,9 @@ pub fn probe() -> MachineFacts {
         cuda_toolkit,
         cuda_searched,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        memory_available: std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| parse_meminfo(&t)),
+        memory_available: std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| parse_meminfo(&t)),
     }
 }
 
@@ -97,7 +108,13 @@ fn gpus() -> (Vec<Gpu>, String, Option<String>) {
     if let Some(v) = env("KILN_GPU_ARCH") {
         return match arch::parse_list(&v) {
             Ok(archs) => (
-                archs.into_iter().map(|a| Gpu { name: format!("GPU {a} (KILN_GPU_ARCH)"), arch: a }).collect(),
+                archs
+                    .into_iter()
+                    .map(|a| Gpu {
+                        name: format!("GPU {a} (KILN_GPU_ARCH)"),
+                        arch: a,
+                    })
+                    .collect(),
                 "KILN_GPU_ARCH".into(),
                 None,
             ),
@@ -113,10 +130,18 @@ fn gpus() -> (Vec<Gpu>, String, Option<String>) {
     match out {
         Ok(o) if o.success => {
             let (gpus, driver) = parse_nvidia_smi(&o.stdout);
-            let src = if gpus.is_empty() { "none: nvidia-smi listed no GPU" } else { "nvidia-smi" };
+            let src = if gpus.is_empty() {
+                "none: nvidia-smi listed no GPU"
+            } else {
+                "nvidia-smi"
+            };
             (gpus, src.into(), driver)
         }
-        Ok(o) => (Vec::new(), format!("none: nvidia-smi failed ({}): {}", o.status, o.stderr.trim()), None),
+        Ok(o) => (
+            Vec::new(),
+            format!("none: nvidia-smi failed ({}): {}", o.status, o.stderr.trim()),
+            None,
+        ),
         Err(e) => (Vec::new(), format!("none: nvidia-smi could not run: {e}"), None),
     }
 }
@@ -131,7 +156,10 @@ pub fn parse_nvidia_smi(out: &str) -> (Vec<Gpu>, Option<String>) {
             continue;
         }
         if let Ok(a) = cols[1].parse::<Arch>() {
-            gpus.push(Gpu { name: cols[0].to_string(), arch: a });
+            gpus.push(Gpu {
+                name: cols[0].to_string(),
+                arch: a,
+            });
         }
         driver.get_or_insert_with(|| cols[2].to_string());
     }
@@ -149,10 +177,12 @@ pub fn parse_proc_driver(text: &str) -> Option<String> {
 /// Parses `nvcc --version` ("Cuda compilation tools, release 13.0, V13.0.88").
 pub fn parse_nvcc_version(out: &str) -> Option<semver::Version> {
     let line = out.lines().find(|l| l.contains("release"))?;
-    if let Some(v) = line.split_whitespace().find_map(|w| w.strip_prefix('V')) {
-        if let Some(ver) = lenient_semver(v) {
-            return Some(ver);
-        }
+    if let Some(ver) = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('V'))
+        .and_then(lenient_semver)
+    {
+        return Some(ver);
     }
     let rel = line.split("release").nth(1)?.trim().split(',').next()?;
     lenient_semver(rel.trim())
@@ -192,11 +222,19 @@ fn toolkit() -> (Option<Toolkit>, Vec<String>) {
             searched.push(format!("{} does not exist", nvcc.display()));
             return None;
         }
-        match Cmd::new(nvcc.display().to_string()).arg("--version").capture(b"", QUICK) {
+        match Cmd::new(nvcc.display().to_string())
+            .arg("--version")
+            .capture(b"", QUICK)
+        {
             Ok(o) if o.success => match parse_nvcc_version(&o.stdout) {
                 Some(version) => {
                     let home = nvcc.parent().and_then(Path::parent).map(Path::to_path_buf);
-                    Some(Toolkit { version, nvcc: Some(nvcc), home, source })
+                    Some(Toolkit {
+                        version,
+                        nvcc: Some(nvcc),
+                        home,
+                        source,
+                    })
                 }
                 None => {
                     searched.push(format!("{} --version printed no release", nvcc.display()));
@@ -246,13 +284,22 @@ mod tests {
     #[test]
     fn parses_tool_outputs() {
         let (g, d) = parse_nvidia_smi(SMI_H200);
-        assert_eq!(g, [Gpu { name: "NVIDIA H200".into(), arch: Arch { major: 9, minor: 0 } }]);
+        assert_eq!(
+            g,
+            [Gpu {
+                name: "NVIDIA H200".into(),
+                arch: Arch { major: 9, minor: 0 }
+            }]
+        );
         assert_eq!(d.as_deref(), Some("580.159.04"));
         assert_eq!(parse_nvcc_version(NVCC_13_0), Some(semver::Version::new(13, 0, 88)));
         assert_eq!(
             parse_proc_driver("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)\nGCC version:  gcc version 12.3.0\n").as_deref(),
             Some("580.159.04")
         );
-        assert_eq!(parse_meminfo("MemTotal: 10 kB\nMemAvailable:  2048 kB\n"), Some(2 << 20));
+        assert_eq!(
+            parse_meminfo("MemTotal: 10 kB\nMemAvailable:  2048 kB\n"),
+            Some(2 << 20)
+        );
     }
 }

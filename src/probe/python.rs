@@ -116,9 +116,15 @@ pub fn probe(python: &Path, imports: &[String], timeout: Duration) -> Result<Pyt
         .args(["-I", "-B", "-c", SCRIPT])
         .cwd(cwd)
         .capture(request.as_bytes(), timeout)
-        .map_err(|source| ProbeError::Spawn { python: py.clone(), source })?;
+        .map_err(|source| ProbeError::Spawn {
+            python: py.clone(),
+            source,
+        })?;
     if out.timed_out {
-        return Err(ProbeError::Timeout { python: py, seconds: timeout.as_secs() });
+        return Err(ProbeError::Timeout {
+            python: py,
+            seconds: timeout.as_secs(),
+        });
     }
     if !out.success {
         return Err(ProbeError::Failed {
@@ -129,7 +135,10 @@ pub fn probe(python: &Path, imports: &[String], timeout: Duration) -> Result<Pyt
     }
     let raw: Raw = serde_json::from_str(out.stdout.trim()).map_err(|e| ProbeError::BadAnswer {
         python: py,
-        detail: format!("{e}; stdout began with {:?}", out.stdout.chars().take(120).collect::<String>()),
+        detail: format!(
+            "{e}; stdout began with {:?}",
+            out.stdout.chars().take(120).collect::<String>()
+        ),
     })?;
     Ok(PythonFacts {
         python: raw.python,
@@ -182,7 +191,12 @@ mod tests {
     #[test]
     fn probes_the_real_interpreter() {
         let (py, _) = choose(Some(Path::new("python3"))).unwrap();
-        let f = probe(&py, &["json".into(), "kiln_no_such_module".into()], Duration::from_secs(60)).unwrap();
+        let f = probe(
+            &py,
+            &["json".into(), "kiln_no_such_module".into()],
+            Duration::from_secs(60),
+        )
+        .unwrap();
         assert!(f.imports["json"].ok);
         assert_eq!(
             f.imports["kiln_no_such_module"].error.as_deref(),

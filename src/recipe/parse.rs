@@ -22,11 +22,26 @@ const TOP: &[&str] = &[
 ];
 const PACKAGE: &[&str] = &["name", "dist", "kind", "version", "accepts", "summary"];
 const SOURCE: &[&str] = &[
-    "sdist", "sha256", "git", "rev", "subdir", "submodules", "path", "wheel", "index_url",
+    "sdist",
+    "sha256",
+    "git",
+    "rev",
+    "subdir",
+    "submodules",
+    "path",
+    "wheel",
+    "index_url",
 ];
 const REQUIRES: &[&str] = &["python", "cuda", "tools"];
 const DEPEND: &[&str] = &["version", "abi", "features"];
-const BUILD: &[&str] = &["requires", "env", "prepare", "wheel", "memory_per_job", "cargo_manifest"];
+const BUILD: &[&str] = &[
+    "requires",
+    "env",
+    "prepare",
+    "wheel",
+    "memory_per_job",
+    "cargo_manifest",
+];
 const INSTALL: &[&str] = &["deps"];
 const VERIFY: &[&str] = &["imports"];
 const FEATURE: &[&str] = &["summary", "depends", "imports"];
@@ -139,13 +154,15 @@ impl<'a> Ctx<'a> {
         Some(out)
     }
 
-    fn required(&mut self, t: &dyn TableLike, key: &str, section: &str, header: Option<Range<usize>>) -> Option<At<String>> {
+    fn required(
+        &mut self,
+        t: &dyn TableLike,
+        key: &str,
+        section: &str,
+        header: Option<Range<usize>>,
+    ) -> Option<At<String>> {
         if t.get(key).is_none() {
-            self.error(
-                header,
-                format!("missing key `{}`", dotted(section, key)),
-                None,
-            );
+            self.error(header, format!("missing key `{}`", dotted(section, key)), None);
             return None;
         }
         self.string(t, key, section)
@@ -197,7 +214,7 @@ impl<'a> Ctx<'a> {
 }
 
 fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s)
+    s.lines().next().unwrap_or(s).trim_end_matches(':')
 }
 
 fn dotted(section: &str, key: &str) -> String {
@@ -223,8 +240,16 @@ fn parse_bytes(s: &str) -> Option<u64> {
     Some((num * mult) as u64)
 }
 
+/// A file with problems: every diagnostic, and the dependencies that could be read, so that the
+/// recipe set can still report unknown dependency names in it.
+#[derive(Debug)]
+pub struct Rejected {
+    pub diags: Vec<Diagnostic>,
+    pub depends: Vec<Dependency>,
+}
+
 /// Parses one recipe file. `dir` is where relative paths in it resolve (`None` when embedded).
-pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<Diagnostic>> {
+pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Rejected> {
     let mut cx = Ctx {
         file,
         src,
@@ -233,12 +258,11 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
     let doc = match Document::parse(src) {
         Ok(d) => d,
         Err(e) => {
-            cx.error(
-                e.span(),
-                format!("invalid TOML: {}", first_line(e.message())),
-                None,
-            );
-            return Err(cx.diags);
+            cx.error(e.span(), format!("invalid TOML: {}", first_line(e.message())), None);
+            return Err(Rejected {
+                diags: cx.diags,
+                depends: Vec::new(),
+            });
         }
     };
     let root: &dyn TableLike = doc.as_table();
@@ -253,7 +277,11 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
     let mut accepts_spec = None;
     let mut summary = String::new();
     match cx.table(root, "package", "") {
-        None => cx.error(Some(0..0), "missing table [package]".into(), Some("every recipe starts with [package] name = \"...\"".into())),
+        None => cx.error(
+            Some(0..0),
+            "missing table [package]".into(),
+            Some("every recipe starts with [package] name = \"...\"".into()),
+        ),
         Some(p) => {
             let header = doc.get("package").and_then(Item::span);
             cx.check_keys(p, "package", PACKAGE);
@@ -276,11 +304,18 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
                     Err(e) => cx.error(
                         v.span,
                         format!("bad version `{}`", v.value),
-                        Some(format!("{}; expected a PEP 440 version such as `0.7.4` or `2.14.1`", first_line(&e.to_string()))),
+                        Some(format!(
+                            "{}; expected a PEP 440 version such as `0.7.4` or `2.14.1`",
+                            first_line(&e.to_string())
+                        )),
                     ),
                 }
             } else if kind == Kind::Python && p.get("version").is_none() {
-                cx.error(header.clone(), "missing key `package.version`".into(), Some("the version kiln installs when it must".into()));
+                cx.error(
+                    header.clone(),
+                    "missing key `package.version`".into(),
+                    Some("the version kiln installs when it must".into()),
+                );
             }
             if let Some(a) = cx.string(p, "accepts", "package") {
                 accepts_spec = cx.specifiers(&a, "package.accepts");
@@ -323,7 +358,10 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
                         cx.error(sha.span.clone(), "`source.sha256` must be 64 hex digits".into(), None);
                     }
                     match (url, sha) {
-                        (Some(u), Some(h)) => Some(Source::Sdist { url: u.value, sha256: h.value.to_ascii_lowercase() }),
+                        (Some(u), Some(h)) => Some(Source::Sdist {
+                            url: u.value,
+                            sha256: h.value.to_ascii_lowercase(),
+                        }),
                         _ => None,
                     }
                 }
@@ -333,20 +371,34 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
                     let subdir = cx.string(s, "subdir", "source").map(|x| x.value);
                     let submodules = cx.bool(s, "submodules", "source").unwrap_or(false);
                     match (url, rev) {
-                        (Some(u), Some(r)) => Some(Source::Git { url: u.value, rev: r.value, subdir, submodules }),
+                        (Some(u), Some(r)) => Some(Source::Git {
+                            url: u.value,
+                            rev: r.value,
+                            subdir,
+                            submodules,
+                        }),
                         _ => None,
                     }
                 }
-                "path" => cx.string(s, "path", "source").map(|p| Source::Path { path: PathBuf::from(p.value) }),
+                "path" => cx.string(s, "path", "source").map(|p| Source::Path {
+                    path: PathBuf::from(p.value),
+                }),
                 _ => {
                     let req = cx.string(s, "wheel", "source");
                     if let Some(r) = &req
                         && let Err(e) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&r.value)
                     {
-                        cx.error(r.span.clone(), format!("bad requirement `{}`", r.value), Some(first_line(&e.to_string()).to_string()));
+                        cx.error(
+                            r.span.clone(),
+                            format!("bad requirement `{}`", r.value),
+                            Some(first_line(&e.to_string()).to_string()),
+                        );
                     }
                     let index_url = cx.string(s, "index_url", "source").map(|x| x.value);
-                    req.map(|r| Source::Wheel { requirement: r.value, index_url })
+                    req.map(|r| Source::Wheel {
+                        requirement: r.value,
+                        index_url,
+                    })
                 }
             };
         }
@@ -371,7 +423,12 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
             }
             requires.cuda = Some(c.value);
         }
-        requires.tools = cx.strings(r, "tools", "requires").unwrap_or_default().into_iter().map(|t| t.value).collect();
+        requires.tools = cx
+            .strings(r, "tools", "requires")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.value)
+            .collect();
     }
 
     // [depends]
@@ -387,14 +444,21 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
         for r in cx.strings(b, "requires", "build").unwrap_or_default() {
             match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&r.value) {
                 Ok(_) => build.requires.push(r.value),
-                Err(e) => cx.error(r.span, format!("bad requirement `{}` in build.requires", r.value), Some(first_line(&e.to_string()).to_string())),
+                Err(e) => cx.error(
+                    r.span,
+                    format!("bad requirement `{}` in build.requires", r.value),
+                    Some(first_line(&e.to_string()).to_string()),
+                ),
             }
         }
         if let Some(env) = cx.table(b, "env", "build") {
             for (k, item) in env.iter() {
                 match item.as_str() {
                     Some(v) => {
-                        let at = At { value: v.to_string(), span: item.span() };
+                        let at = At {
+                            value: v.to_string(),
+                            span: item.span(),
+                        };
                         if let Some(t) = cx.template(&at) {
                             build.env.insert(k.to_string(), t);
                         }
@@ -413,16 +477,27 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
                                 for a in args.iter() {
                                     match a.as_str() {
                                         Some(s) => {
-                                            if let Some(t) = cx.template(&At { value: s.to_string(), span: a.span() }) {
+                                            if let Some(t) = cx.template(&At {
+                                                value: s.to_string(),
+                                                span: a.span(),
+                                            }) {
                                                 out.push(t);
                                             }
                                         }
-                                        None => cx.error(a.span(), format!("a command argument must be a string, found {}", a.type_name()), None),
+                                        None => cx.error(
+                                            a.span(),
+                                            format!("a command argument must be a string, found {}", a.type_name()),
+                                            None,
+                                        ),
                                     }
                                 }
                                 build.prepare.push(out);
                             }
-                            _ => cx.error(cmd.span(), "`build.prepare` must be an array of commands, each an array of strings".into(), Some("e.g. prepare = [[\"{python}\", \"tools/use_existing_torch.py\"]]".into())),
+                            _ => cx.error(
+                                cmd.span(),
+                                "`build.prepare` must be an array of commands, each an array of strings".into(),
+                                Some("e.g. prepare = [[\"{python}\", \"tools/use_existing_torch.py\"]]".into()),
+                            ),
                         }
                     }
                 }
@@ -431,14 +506,22 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
         }
         if let Some(args) = cx.strings(b, "wheel", "build") {
             if args.is_empty() {
-                cx.error(b.get("wheel").and_then(Item::span), "`build.wheel` must not be empty".into(), None);
+                cx.error(
+                    b.get("wheel").and_then(Item::span),
+                    "`build.wheel` must not be empty".into(),
+                    None,
+                );
             }
             build.wheel = Some(args.iter().filter_map(|a| cx.template(a)).collect());
         }
         if let Some(m) = cx.string(b, "memory_per_job", "build") {
             match parse_bytes(&m.value) {
                 Some(n) if n > 0 => build.memory_per_job = Some(n),
-                _ => cx.error(m.span, format!("bad size `{}`", m.value), Some("expected a size such as `4GiB` or `512MiB`".into())),
+                _ => cx.error(
+                    m.span,
+                    format!("bad size `{}`", m.value),
+                    Some("expected a size such as `4GiB` or `512MiB`".into()),
+                ),
             }
         }
         build.cargo_manifest = cx.string(b, "cargo_manifest", "build").map(|s| s.value);
@@ -471,21 +554,43 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Vec<
                 None => Vec::new(),
             };
             let imports = module_names(&mut cx, f, &section);
-            features.insert(fname.to_string(), Feature { summary, depends, imports });
+            features.insert(
+                fname.to_string(),
+                Feature {
+                    summary,
+                    depends,
+                    imports,
+                },
+            );
         }
     }
 
     if kind == Kind::Python && source.is_none() && !cx.diags.iter().any(|d| d.message.contains("[source]")) {
-        cx.error(Some(0..0), "missing table [source]".into(), Some("a python component needs one of `sdist`, `git`, `path` or `wheel`".into()));
+        cx.error(
+            Some(0..0),
+            "missing table [source]".into(),
+            Some("a python component needs one of `sdist`, `git`, `path` or `wheel`".into()),
+        );
     }
     if kind == Kind::CudaToolkit && source.is_some() {
-        cx.error(doc.get("source").and_then(Item::span), "a `cuda-toolkit` component has no [source]: kiln detects the toolkit, it does not install it".into(), None);
+        cx.error(
+            doc.get("source").and_then(Item::span),
+            "a `cuda-toolkit` component has no [source]: kiln detects the toolkit, it does not install it".into(),
+            None,
+        );
     }
 
-    if !cx.diags.is_empty() {
-        return Err(cx.diags);
+    if !cx.diags.is_empty() || name.is_none() {
+        let mut all = depends;
+        all.extend(features.into_values().flat_map(|f: Feature| f.depends));
+        return Err(Rejected {
+            diags: cx.diags,
+            depends: all,
+        });
     }
-    let Some(name) = name else { return Err(cx.diags) };
+    let Some(name) = name else {
+        unreachable!("checked above")
+    };
     Ok(Recipe {
         name: name.value,
         dist,
@@ -518,7 +623,11 @@ fn module_names(cx: &mut Ctx, t: &dyn TableLike, section: &str) -> Vec<String> {
         if ok {
             out.push(m.value);
         } else {
-            cx.error(m.span, format!("`{}` is not a Python module name", m.value), Some("expected a dotted name such as `flashinfer.cute_dsl`".into()));
+            cx.error(
+                m.span,
+                format!("`{}` is not a Python module name", m.value),
+                Some("expected a dotted name such as `flashinfer.cute_dsl`".into()),
+            );
         }
     }
     out
@@ -538,7 +647,10 @@ fn parse_depends(cx: &mut Ctx, t: &dyn TableLike, section: &str) -> Vec<Dependen
         };
         let what = format!("dependency `{name}`");
         if let Some(s) = item.as_str() {
-            let at = At { value: s.to_string(), span: item.span() };
+            let at = At {
+                value: s.to_string(),
+                span: item.span(),
+            };
             dep.spec = cx.specifiers(&at, &what);
             dep.version = Some(s.to_string());
         } else if let Some(tt) = item.as_table_like() {
@@ -549,12 +661,26 @@ fn parse_depends(cx: &mut Ctx, t: &dyn TableLike, section: &str) -> Vec<Dependen
                 dep.version = Some(v.value);
             }
             dep.abi = cx.bool(tt, "abi", &sub).unwrap_or(false);
-            dep.features = cx.strings(tt, "features", &sub).unwrap_or_default().into_iter().map(|f| f.value).collect();
+            dep.features = cx
+                .strings(tt, "features", &sub)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|f| f.value)
+                .collect();
         } else {
-            cx.wrong_type(item, "a version specifier string or a table { version, abi, features }", name, section);
+            cx.wrong_type(
+                item,
+                "a version specifier string or a table { version, abi, features }",
+                name,
+                section,
+            );
             continue;
         }
-        if dep.version.as_deref().is_some_and(|v| v.trim().is_empty() || v.trim() == "*") {
+        if dep
+            .version
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty() || v.trim() == "*")
+        {
             dep.version = None;
             dep.spec = None;
         }
@@ -603,7 +729,7 @@ imports = ["demo", "demo._ext"]
             .replace("version = \"1.0.0rc1\"", "verison = \"1\"\nversion = 3")
             .replace("\">=2.7\"", "\">=2.7.*\"")
             .replace("{arch.torch}", "{arch.tensorrt}");
-        let errs = parse("demo.toml", &bad, None).unwrap_err();
+        let errs = parse("demo.toml", &bad, None).unwrap_err().diags;
         let msgs: Vec<&str> = errs.iter().map(|d| d.message.as_str()).collect();
         assert_eq!(
             msgs,
@@ -621,7 +747,13 @@ imports = ["demo", "demo._ext"]
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        for src in ["", "[[[", "package = 1", "\u{0}", "[package]\nname = \"x\"\n[source]\npath = 1\nwheel = \"torch==\""] {
+        for src in [
+            "",
+            "[[[",
+            "package = 1",
+            "\u{0}",
+            "[package]\nname = \"x\"\n[source]\npath = 1\nwheel = \"torch==\"",
+        ] {
             assert!(parse("x.toml", src, None).is_err(), "{src:?}");
         }
     }

@@ -90,8 +90,12 @@ impl RecipeSet {
     ) -> Result<RecipeSet, LoadError> {
         let mut diags = Vec::new();
         let mut recipes = BTreeMap::new();
-        let sources: HashMap<String, String> =
-            files.iter().map(|(f, s, _)| (f.clone(), s.clone())).collect();
+        let mut rejected = Vec::new();
+        let stems: BTreeSet<String> = files
+            .iter()
+            .filter_map(|(f, _, _)| Path::new(f).file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .collect();
+        let sources: HashMap<String, String> = files.iter().map(|(f, s, _)| (f.clone(), s.clone())).collect();
         for (file, src, dir) in files {
             match parse(&file, &src, dir) {
                 Ok(r) => {
@@ -102,20 +106,36 @@ impl RecipeSet {
                             &file,
                             &src,
                             at,
-                            format!("component `{}` is defined in a file named `{}.toml`", r.name, stem.unwrap_or_default()),
+                            format!(
+                                "component `{}` is defined in a file named `{}.toml`",
+                                r.name,
+                                stem.unwrap_or_default()
+                            ),
                             Some(format!("name the file `{}.toml`", r.name)),
                         ));
                     } else if let Some(prev) = recipes.insert(r.name.clone(), r) {
-                        diags.push(Diagnostic::new(&file, &src, None, format!("component `{}` is defined twice", prev.name), None));
+                        diags.push(Diagnostic::new(
+                            &file,
+                            &src,
+                            None,
+                            format!("component `{}` is defined twice", prev.name),
+                            None,
+                        ));
                     }
                 }
-                Err(mut d) => diags.append(&mut d),
+                Err(r) => {
+                    diags.extend(r.diags);
+                    rejected.push((file.clone(), r.depends));
+                }
             }
         }
         // Cross-file checks: dependencies and their features must exist.
         for r in recipes.values() {
             let src = &sources[&r.file];
-            let all = r.depends.iter().chain(r.features.values().flat_map(|f| f.depends.iter()));
+            let all = r
+                .depends
+                .iter()
+                .chain(r.features.values().flat_map(|f| f.depends.iter()));
             for dep in all {
                 match recipes.get(&dep.name) {
                     None => diags.push(Diagnostic::new(
@@ -124,8 +144,14 @@ impl RecipeSet {
                         dep.span.clone(),
                         format!("unknown dependency `{}`", dep.name),
                         Some(match closest(&dep.name, recipes.keys()) {
-                            Some(c) => format!("did you mean `{c}`? known components: {}", recipes.keys().cloned().collect::<Vec<_>>().join(", ")),
-                            None => format!("known components: {}", recipes.keys().cloned().collect::<Vec<_>>().join(", ")),
+                            Some(c) => format!(
+                                "did you mean `{c}`? known components: {}",
+                                recipes.keys().cloned().collect::<Vec<_>>().join(", ")
+                            ),
+                            None => format!(
+                                "known components: {}",
+                                recipes.keys().cloned().collect::<Vec<_>>().join(", ")
+                            ),
                         }),
                     )),
                     Some(target) => {
@@ -136,7 +162,10 @@ impl RecipeSet {
                                     src,
                                     dep.span.clone(),
                                     format!("`{}` has no feature `{f}`", dep.name),
-                                    Some(format!("its features: {}", target.features.keys().cloned().collect::<Vec<_>>().join(", "))),
+                                    Some(format!(
+                                        "its features: {}",
+                                        target.features.keys().cloned().collect::<Vec<_>>().join(", ")
+                                    )),
                                 ));
                             }
                         }
@@ -144,6 +173,22 @@ impl RecipeSet {
                 }
             }
         }
+        // Files with other problems still get their unknown dependency names reported.
+        for (file, deps) in &rejected {
+            for dep in deps
+                .iter()
+                .filter(|d| !stems.contains(&d.name) && !recipes.contains_key(&d.name))
+            {
+                diags.push(Diagnostic::new(
+                    file,
+                    &sources[file],
+                    dep.span.clone(),
+                    format!("unknown dependency `{}`", dep.name),
+                    closest(&dep.name, stems.iter()).map(|c| format!("did you mean `{c}`?")),
+                ));
+            }
+        }
+        diags.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
         if diags.is_empty() {
             for cycle in cycles(&recipes) {
                 let first = &recipes[&cycle[0]];
@@ -206,12 +251,22 @@ impl RecipeSet {
     fn order(&self, names: BTreeSet<String>) -> Vec<String> {
         let mut out = Vec::new();
         let mut done = BTreeSet::new();
-        fn visit(set: &RecipeSet, n: &str, names: &BTreeSet<String>, done: &mut BTreeSet<String>, out: &mut Vec<String>) {
+        fn visit(
+            set: &RecipeSet,
+            n: &str,
+            names: &BTreeSet<String>,
+            done: &mut BTreeSet<String>,
+            out: &mut Vec<String>,
+        ) {
             if !done.insert(n.to_string()) {
                 return;
             }
             let r = &set.recipes[n];
-            let mut deps: Vec<&str> = r.depends_all().map(|d| d.name.as_str()).filter(|d| names.contains(*d)).collect();
+            let mut deps: Vec<&str> = r
+                .depends_all()
+                .map(|d| d.name.as_str())
+                .filter(|d| names.contains(*d))
+                .collect();
             deps.sort();
             for d in deps {
                 visit(set, d, names, done, out);
@@ -228,7 +283,9 @@ impl RecipeSet {
 impl Recipe {
     /// Every dependency, including those of all features.
     pub fn depends_all(&self) -> impl Iterator<Item = &super::model::Dependency> {
-        self.depends.iter().chain(self.features.values().flat_map(|f| f.depends.iter()))
+        self.depends
+            .iter()
+            .chain(self.features.values().flat_map(|f| f.depends.iter()))
     }
 }
 
@@ -254,7 +311,13 @@ fn cycles(recipes: &BTreeMap<String, Recipe>) -> Vec<Vec<String>> {
         // Walk inside the component from `start` back to `start` (DFS), giving one named cycle.
         let mut path = vec![start];
         let mut seen = BTreeSet::from([start]);
-        fn dfs(g: &DiGraph<&str, ()>, members: &BTreeSet<NodeIndex>, start: NodeIndex, path: &mut Vec<NodeIndex>, seen: &mut BTreeSet<NodeIndex>) -> bool {
+        fn dfs(
+            g: &DiGraph<&str, ()>,
+            members: &BTreeSet<NodeIndex>,
+            start: NodeIndex,
+            path: &mut Vec<NodeIndex>,
+            seen: &mut BTreeSet<NodeIndex>,
+        ) -> bool {
             let cur = *path.last().expect("path starts non-empty");
             let mut next: Vec<NodeIndex> = g.neighbors(cur).filter(|n| members.contains(n)).collect();
             next.sort_by_key(|n| g[*n]);
@@ -307,7 +370,10 @@ mod tests {
 
     fn set(files: &[(&str, &str)]) -> Result<RecipeSet, LoadError> {
         RecipeSet::from_files(
-            files.iter().map(|(n, s)| (format!("{n}.toml"), s.to_string(), None)).collect(),
+            files
+                .iter()
+                .map(|(n, s)| (format!("{n}.toml"), s.to_string(), None))
+                .collect(),
             "test".into(),
         )
     }
@@ -318,7 +384,12 @@ mod tests {
 
     #[test]
     fn names_the_cycle() {
-        let e = set(&[("a", &recipe("a", "b = \"*\"")), ("b", &recipe("b", "c = \"*\"")), ("c", &recipe("c", "a = \"*\""))]).unwrap_err();
+        let e = set(&[
+            ("a", &recipe("a", "b = \"*\"")),
+            ("b", &recipe("b", "c = \"*\"")),
+            ("c", &recipe("c", "a = \"*\"")),
+        ])
+        .unwrap_err();
         let LoadError::Invalid(d) = e else { panic!("{e}") };
         assert_eq!(d.0.len(), 1);
         assert_eq!(d.0[0].message, "dependency cycle: a -> b -> c -> a");
@@ -327,7 +398,11 @@ mod tests {
 
     #[test]
     fn unknown_dependency_suggests_the_near_name() {
-        let e = set(&[("torch", &recipe("torch", "")), ("app", &recipe("app", "trorch = \">=2\""))]).unwrap_err();
+        let e = set(&[
+            ("torch", &recipe("torch", "")),
+            ("app", &recipe("app", "trorch = \">=2\"")),
+        ])
+        .unwrap_err();
         let LoadError::Invalid(d) = e else { panic!("{e}") };
         assert_eq!(d.0[0].message, "unknown dependency `trorch`");
         assert!(d.0[0].help.as_deref().unwrap().starts_with("did you mean `torch`?"));
@@ -335,7 +410,13 @@ mod tests {
 
     #[test]
     fn closure_is_in_dependency_order() {
-        let s = set(&[("a", &recipe("a", "b = \"*\"\nc = \"*\"")), ("b", &recipe("b", "c = \"*\"")), ("c", &recipe("c", "")), ("d", &recipe("d", ""))]).unwrap();
+        let s = set(&[
+            ("a", &recipe("a", "b = \"*\"\nc = \"*\"")),
+            ("b", &recipe("b", "c = \"*\"")),
+            ("c", &recipe("c", "")),
+            ("d", &recipe("d", "")),
+        ])
+        .unwrap();
         let names: Vec<String> = s.closure(&[("a".into(), vec![])]).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["c", "b", "a"]);
     }

@@ -67,7 +67,12 @@ fn gib(b: u64) -> String {
 fn machine_human(s: &Session) {
     let m = &s.machine;
     println!("machine");
-    println!("  python   {} ({}; Python {})", s.python.display(), s.python_source, s.facts.python.version);
+    println!(
+        "  python   {} ({}; Python {})",
+        s.python.display(),
+        s.python_source,
+        s.facts.python.version
+    );
     if m.gpus.is_empty() {
         println!("  gpu      {}", m.gpu_source);
     } else {
@@ -100,29 +105,61 @@ pub fn doctor_human(s: &Session) {
     let w = s.assessments.iter().map(|a| a.name.len()).max().unwrap_or(4).max(4);
     for a in &s.assessments {
         let version = a.version.as_deref().unwrap_or("-");
-        println!("  {:w$}  {:11}  {:14}  {}", a.name, a.status.as_str(), version, a.evidence);
+        println!(
+            "  {:w$}  {:11}  {:14}  {}",
+            a.name,
+            a.status.as_str(),
+            version,
+            a.evidence
+        );
         for f in &a.features {
-            println!("  {:w$}  {:11}  {:14}  {}", format!("  [{}]", f.name), f.status.as_str(), "", f.evidence);
+            println!(
+                "  {:w$}  {:11}  {:14}  {}",
+                format!("  [{}]", f.name),
+                f.status.as_str(),
+                "",
+                f.evidence
+            );
         }
     }
-    let bad = s.assessments.iter().filter(|a| a.status != crate::resolve::Status::Ok).count();
+    let bad = s
+        .assessments
+        .iter()
+        .filter(|a| a.status != crate::resolve::Status::Ok)
+        .count();
     println!();
     if bad == 0 {
         println!("all {} components ok", s.assessments.len());
     } else {
-        println!("{bad} of {} components not ok; `kiln plan` shows what `kiln install` would do", s.assessments.len());
+        println!(
+            "{bad} of {} components not ok; `kiln plan` shows what `kiln install` would do",
+            s.assessments.len()
+        );
     }
 }
 
 pub fn plan_human(s: &Session, plan: &Plan) {
     let archs: Vec<String> = plan.archs.iter().map(|a| a.to_string()).collect();
-    let target = if archs.is_empty() { "no arch".to_string() } else { archs.join(", ") };
-    println!("plan for {} (target {target}, python {})", s.python.display(), s.facts.python.version);
+    let target = if archs.is_empty() {
+        "no arch".to_string()
+    } else {
+        archs.join(", ")
+    };
+    println!(
+        "plan for {} (target {target}, python {})",
+        s.python.display(),
+        s.facts.python.version
+    );
     let w = plan.steps.iter().map(|st| st.name.len()).max().unwrap_or(4);
     for (i, st) in plan.steps.iter().enumerate() {
-        let name = if st.features.is_empty() { st.name.clone() } else { format!("{}[{}]", st.name, st.features.join(",")) };
+        let name = if st.features.is_empty() {
+            st.name.clone()
+        } else {
+            format!("{}[{}]", st.name, st.features.join(","))
+        };
         let ver = st.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
-        println!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
+        let head = format!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
+        println!("{}", head.trim_end());
         println!("       {}", st.reason);
         for (k, v) in &st.env {
             println!("       {k}={v}");
@@ -135,18 +172,30 @@ pub fn plan_human(s: &Session, plan: &Plan) {
     } else if changes == 0 {
         println!("nothing to do: every component is ok");
     } else {
-        println!("{changes} step{} would change the environment", if changes == 1 { "" } else { "s" });
+        println!(
+            "{changes} step{} would change the environment",
+            if changes == 1 { "" } else { "s" }
+        );
     }
 }
 
 pub fn nothing_to_do(plan: &Plan) {
-    println!("nothing to do: all {} components are ok; built nothing", plan.steps.len());
+    println!(
+        "nothing to do: all {} components are ok; built nothing",
+        plan.steps.len()
+    );
 }
 
 pub fn install_done(outcomes: &[Outcome], logs: &Path) {
     let changed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result == "done").collect();
     for o in &changed {
-        println!("{:9} {} ({:.1} s){}", o.action.as_str(), o.name, o.seconds, o.source.as_deref().map(|s| format!(" from {s}")).unwrap_or_default());
+        println!(
+            "{:9} {} ({:.1} s){}",
+            o.action.as_str(),
+            o.name,
+            o.seconds,
+            o.source.as_deref().map(|s| format!(" from {s}")).unwrap_or_default()
+        );
     }
     println!(
         "installed and verified {} component{}; kept {}; logs in {}",
@@ -200,9 +249,15 @@ pub fn recipe_show(r: &Recipe) {
     }
     match &r.source {
         Some(Source::Sdist { url, sha256 }) => println!("  source     sdist {url}\n             sha256 {sha256}"),
-        Some(Source::Git { url, rev, subdir, .. }) => println!("  source     git {url} @ {rev}{}", subdir.as_deref().map(|s| format!(" ({s})")).unwrap_or_default()),
+        Some(Source::Git { url, rev, subdir, .. }) => println!(
+            "  source     git {url} @ {rev}{}",
+            subdir.as_deref().map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
         Some(Source::Path { path }) => println!("  source     path {}", path.display()),
-        Some(Source::Wheel { requirement, index_url }) => println!("  source     binary wheel {requirement}{}", index_url.as_deref().map(|u| format!(" from {u}")).unwrap_or_default()),
+        Some(Source::Wheel { requirement, index_url }) => println!(
+            "  source     binary wheel {requirement}{}",
+            index_url.as_deref().map(|u| format!(" from {u}")).unwrap_or_default()
+        ),
         None => println!("  source     none (detected on the machine)"),
     }
     if let Some(p) = &r.requires.python {
@@ -215,7 +270,12 @@ pub fn recipe_show(r: &Recipe) {
         println!("  tools      {}", r.requires.tools.join(", "));
     }
     for d in &r.depends {
-        println!("  depends    {} {}{}", d.name, d.version.as_deref().unwrap_or("(any)"), if d.abi { " (abi)" } else { "" });
+        println!(
+            "  depends    {} {}{}",
+            d.name,
+            d.version.as_deref().unwrap_or("(any)"),
+            if d.abi { " (abi)" } else { "" }
+        );
     }
     for (k, v) in &r.build.env {
         println!("  env        {k}={v}");

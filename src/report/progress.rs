@@ -18,7 +18,11 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(plain: bool, quiet: bool) -> Progress {
-        Progress { bar: Mutex::new(None), fancy: !plain && !quiet && std::io::stderr().is_terminal(), quiet }
+        Progress {
+            bar: Mutex::new(None),
+            fancy: !plain && !quiet && std::io::stderr().is_terminal(),
+            quiet,
+        }
     }
 }
 
@@ -29,7 +33,10 @@ impl Reporter for Progress {
         }
         if self.fancy {
             let bar = ProgressBar::new_spinner();
-            bar.set_style(ProgressStyle::with_template("{spinner} {prefix:.bold} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {prefix:.bold} {msg} [{elapsed}]")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
             bar.set_prefix(format!("{} {}", step.action.as_str(), step.name));
             bar.enable_steady_tick(Duration::from_millis(120));
             if let Ok(mut b) = self.bar.lock() {
@@ -64,6 +71,12 @@ impl Reporter for Progress {
         if self.quiet || !step.action.changes() {
             return;
         }
-        eprintln!("kiln: {} {} {} ({:.1} s)", outcome.result, step.action.as_str(), step.name, outcome.seconds);
+        eprintln!(
+            "kiln: {} {} {} ({:.1} s)",
+            outcome.result,
+            step.action.as_str(),
+            step.name,
+            outcome.seconds
+        );
     }
 }

@@ -52,7 +52,10 @@ impl Action {
 
     /// Whether the step changes the environment.
     pub fn changes(self) -> bool {
-        matches!(self, Action::Build | Action::Rebuild | Action::Install | Action::Reinstall)
+        matches!(
+            self,
+            Action::Build | Action::Rebuild | Action::Install | Action::Reinstall
+        )
     }
 }
 
@@ -85,7 +88,9 @@ pub struct Plan {
 
 impl Plan {
     pub fn is_blocked(&self) -> bool {
-        self.steps.iter().any(|s| matches!(s.action, Action::Blocked | Action::Unsupported))
+        self.steps
+            .iter()
+            .any(|s| matches!(s.action, Action::Blocked | Action::Unsupported))
     }
 
     pub fn changes(&self) -> usize {
@@ -127,7 +132,9 @@ pub fn make(
     let mut stuck: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut steps = Vec::new();
     for (name, feats) in scope {
-        let (Some(r), Some(a)) = (set.get(name), by_name.get(name.as_str())) else { continue };
+        let (Some(r), Some(a)) = (set.get(name), by_name.get(name.as_str())) else {
+            continue;
+        };
         let mut step = Step {
             name: name.clone(),
             action: Action::Keep,
@@ -139,8 +146,14 @@ pub fn make(
             jobs: None,
         };
         let deps: Vec<_> = r.depends_with(feats).collect();
-        let abi_changed: Vec<&str> = deps.iter().filter(|d| d.abi && changing.contains(&d.name)).map(|d| d.name.as_str()).collect();
-        let stuck_dep = deps.iter().find_map(|d| stuck.get(&d.name).map(|root| (d.name.clone(), root.clone())));
+        let abi_changed: Vec<&str> = deps
+            .iter()
+            .filter(|d| d.abi && changing.contains(&d.name))
+            .map(|d| d.name.as_str())
+            .collect();
+        let stuck_dep = deps
+            .iter()
+            .find_map(|d| stuck.get(&d.name).map(|root| (d.name.clone(), root.clone())));
 
         let wants_change = match a.status {
             Status::Ok => !abi_changed.is_empty(),
@@ -195,7 +208,11 @@ pub fn make(
                     wheel_dir: "<wheel dir>".into(),
                     jobs,
                     version: step.version.clone().unwrap_or_default(),
-                    cuda_home: machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref()).map(|h| h.display().to_string()),
+                    cuda_home: machine
+                        .cuda_toolkit
+                        .as_ref()
+                        .and_then(|t| t.home.as_ref())
+                        .map(|h| h.display().to_string()),
                     cuda_version: machine.cuda_toolkit.as_ref().map(|t| t.version.clone()),
                     archs: opts.archs.clone(),
                 };
@@ -226,16 +243,28 @@ pub fn make(
         }
         steps.push(step);
     }
-    Plan { archs: opts.archs.clone(), steps }
+    Plan {
+        archs: opts.archs.clone(),
+        steps,
+    }
 }
 
-fn stuck_root(stuck: &BTreeMap<String, (String, String)>, deps: &[&crate::recipe::Dependency]) -> Option<(String, String)> {
+fn stuck_root(
+    stuck: &BTreeMap<String, (String, String)>,
+    deps: &[&crate::recipe::Dependency],
+) -> Option<(String, String)> {
     deps.iter().find_map(|d| stuck.get(&d.name).cloned())
 }
 
 /// What stops a build before it starts: a missing tool, a toolkit outside the recipe's range.
 fn build_blockers(r: &crate::recipe::Recipe, machine: &MachineFacts) -> Result<(), String> {
-    let missing: Vec<&str> = r.requires.tools.iter().map(String::as_str).filter(|t| which::which(t).is_err()).collect();
+    let missing: Vec<&str> = r
+        .requires
+        .tools
+        .iter()
+        .map(String::as_str)
+        .filter(|t| which::which(t).is_err())
+        .collect();
     if !missing.is_empty() {
         return Err(format!(
             "{} not on PATH (needed to build {})",

@@ -115,7 +115,11 @@ pub fn assess(
         let Some(r) = set.get(name) else { continue };
         for d in r.depends_with(feats) {
             if let (Some(text), Some(spec)) = (&d.version, &d.spec) {
-                constraints.entry(d.name.as_str()).or_default().push(Constraint { from: &r.name, text, spec });
+                constraints.entry(d.name.as_str()).or_default().push(Constraint {
+                    from: &r.name,
+                    text,
+                    spec,
+                });
             }
         }
     }
@@ -133,7 +137,11 @@ fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
     let want = r.requires.cuda.clone();
     let (status, version, evidence) = match &machine.cuda_toolkit {
         Some(tk) => {
-            let at = tk.nvcc.as_ref().map(|p| format!(" at {}", p.display())).unwrap_or_default();
+            let at = tk
+                .nvcc
+                .as_ref()
+                .map(|p| format!(" at {}", p.display()))
+                .unwrap_or_default();
             match &r.requires.cuda_req {
                 Some(req) if !req.matches(&tk.version) => (
                     Status::Blocked,
@@ -143,7 +151,11 @@ fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
                         tk.version, tk.source, req
                     ),
                 ),
-                _ => (Status::Ok, Some(tk.version.to_string()), format!("CUDA {} from {}{at}", tk.version, tk.source)),
+                _ => (
+                    Status::Ok,
+                    Some(tk.version.to_string()),
+                    format!("CUDA {} from {}{at}", tk.version, tk.source),
+                ),
             }
         }
         None => (
@@ -162,7 +174,11 @@ fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
         version,
         evidence,
         want,
-        location: machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref()).map(|h| h.display().to_string()),
+        location: machine
+            .cuda_toolkit
+            .as_ref()
+            .and_then(|t| t.home.as_ref())
+            .map(|h| h.display().to_string()),
         imports: Vec::new(),
         features: Vec::new(),
     }
@@ -192,7 +208,13 @@ fn failed_imports(c: &[ImportCheck]) -> Option<String> {
     let failed: Vec<String> = c
         .iter()
         .filter(|c| !c.ok)
-        .map(|c| format!("import {} failed: {}", c.module, c.error.as_deref().unwrap_or("unknown error")))
+        .map(|c| {
+            format!(
+                "import {} failed: {}",
+                c.module,
+                c.error.as_deref().unwrap_or("unknown error")
+            )
+        })
         .collect();
     (!failed.is_empty()).then(|| failed.join("; "))
 }
@@ -255,9 +277,16 @@ fn assess_python(r: &Recipe, py: &PythonFacts, constraints: &[Constraint]) -> As
         a.status = Status::Outdated;
         a.evidence = outdated.join("; ");
     } else {
-        let proofs: Vec<String> = a.imports.iter().map(|c| format!("{} ({:.2} s)", c.module, c.seconds)).collect();
+        let proofs: Vec<String> = a
+            .imports
+            .iter()
+            .map(|c| format!("{} ({:.2} s)", c.module, c.seconds))
+            .collect();
         a.evidence = if proofs.is_empty() {
-            format!("{} {} installed; the recipe names no import to prove it", dist_name, dist.version)
+            format!(
+                "{} {} installed; the recipe names no import to prove it",
+                dist_name, dist.version
+            )
         } else {
             format!("{} {}; imports ran: {}", dist_name, dist.version, proofs.join(", "))
         };
@@ -268,7 +297,11 @@ fn assess_python(r: &Recipe, py: &PythonFacts, constraints: &[Constraint]) -> As
             Some(why) => (Status::Broken, why),
             None => (Status::Ok, format!("imports ran: {}", f.imports.join(", "))),
         };
-        a.features.push(FeatureReport { name: fname.clone(), status, evidence });
+        a.features.push(FeatureReport {
+            name: fname.clone(),
+            status,
+            evidence,
+        });
     }
     a
 }

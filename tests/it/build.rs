@@ -1,0 +1,251 @@
+//! The fixture stack (pure Python, a C extension built by gcc, an app depending on both) built
+//! from source into fresh virtualenvs.
+
+use crate::common::{World, stdout_json, text};
+
+fn statuses(w: &World) -> Vec<(String, String, Option<String>)> {
+    let out = w.kiln().args(["doctor", "--json"]).output().unwrap();
+    let v = stdout_json(&out);
+    v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                c["version"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+fn actions(w: &World) -> Vec<(String, String)> {
+    let out = w.kiln().args(["plan", "--json"]).output().unwrap();
+    stdout_json(&out)["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_string(),
+                s["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[test]
+fn first_install_builds_all_three_and_a_second_builds_nothing() {
+    let w = World::new();
+    assert_eq!(
+        actions(&w),
+        pairs(&[
+            ("fixture-cext", "build"),
+            ("fixture-pure", "build"),
+            ("fixture-app", "build")
+        ])
+    );
+    let out = w.kiln().args(["install", "--json", "fixture-app"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let done: Vec<&str> = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["result"] == "done")
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(done, ["fixture-cext", "fixture-pure", "fixture-app"]);
+    // Built from source by the system compiler: the extension is a real shared object that runs.
+    assert_eq!(
+        w.py("import kiln_fixture_app; print(kiln_fixture_app.run())").unwrap(),
+        "hello, 42"
+    );
+    let so = w
+        .py("import kiln_fixture_cext._speedups as m; print(m.__file__)")
+        .unwrap();
+    assert!(so.ends_with(".so"), "{so}");
+
+    let again = w.kiln().args(["install", "fixture-app"]).output().unwrap();
+    assert!(again.status.success());
+    assert_eq!(
+        text(&again.stdout).trim(),
+        "nothing to do: all 3 components are ok; built nothing"
+    );
+    assert!(
+        statuses(&w)
+            .iter()
+            .all(|(_, s, v)| s == "ok" && v.as_deref() == Some("1.0.0"))
+    );
+    let doctor = w.kiln().arg("doctor").output().unwrap();
+    assert!(doctor.status.success());
+    assert!(
+        text(&doctor.stdout).contains("imports ran: kiln_fixture_cext"),
+        "{}",
+        text(&doctor.stdout)
+    );
+}
+
+#[test]
+fn deleted_module_is_broken_with_the_import_error_and_only_it_is_rebuilt() {
+    let w = World::new();
+    assert!(w.kiln().arg("install").output().unwrap().status.success());
+    let pkg = w.site_packages().join("kiln_fixture_cext");
+    let so = std::fs::read_dir(&pkg)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "so"))
+        .unwrap();
+    std::fs::remove_file(&so).unwrap();
+
+    let out = w.kiln().args(["doctor", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "doctor exits 1 when something is not ok");
+    let v = stdout_json(&out);
+    let cext = v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "fixture-cext")
+        .unwrap();
+    assert_eq!(cext["status"], "broken");
+    assert_eq!(cext["version"], "1.0.0");
+    assert_eq!(
+        cext["evidence"],
+        "import kiln_fixture_cext._speedups failed: ModuleNotFoundError: No module named 'kiln_fixture_cext._speedups'"
+    );
+    assert_eq!(
+        actions(&w),
+        pairs(&[
+            ("fixture-cext", "rebuild"),
+            ("fixture-pure", "keep"),
+            ("fixture-app", "keep")
+        ])
+    );
+    let out = w.kiln().args(["install", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let done: Vec<&str> = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["result"] == "done")
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(done, ["fixture-cext"]);
+    assert!(statuses(&w).iter().all(|(_, s, _)| s == "ok"));
+}
+
+#[test]
+fn failed_build_leaves_the_previous_version_importable() {
+    let w = World::new();
+    assert!(w.kiln().arg("install").output().unwrap().status.success());
+    // A new version whose C code does not compile.
+    w.edit(
+        "recipes/fixture-cext.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.1.0\"",
+    );
+    w.edit(
+        "packages/kiln-fixture-cext/pyproject.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.1.0\"",
+    );
+    w.edit(
+        "packages/kiln-fixture-cext/kiln_fixture_cext/_speedups.c",
+        "return PyLong_FromLong(a + b);",
+        "return PyLong_FromLong(a + b) this is not C;",
+    );
+    assert_eq!(actions(&w)[0], ("fixture-cext".to_string(), "rebuild".to_string()));
+
+    let out = w.kiln().arg("install").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("error: fixture-cext failed during wheel"), "{err}");
+    assert!(
+        err.contains("  command: ") && err.contains(" -m pip wheel --no-deps"),
+        "{err}"
+    );
+    assert!(err.contains("  status:  exit status 1"), "{err}");
+    assert!(
+        err.contains("  log:     ") && err.contains("fixture-cext.wheel.log"),
+        "{err}"
+    );
+    assert!(
+        err.contains("environment: nothing was installed; the environment is unchanged"),
+        "{err}"
+    );
+    let log_line = err.lines().find(|l| l.trim_start().starts_with("log:")).unwrap();
+    let log = std::fs::read_to_string(log_line.trim_start().trim_start_matches("log:").trim()).unwrap();
+    assert!(log.contains("this is not C"), "the log holds the compiler's output");
+
+    assert_eq!(
+        w.py(
+            "import kiln_fixture_cext, kiln_fixture_cext._speedups as m; print(kiln_fixture_cext.VERSION, m.add(1, 2))"
+        )
+        .unwrap(),
+        "1.0.0 3"
+    );
+    let st = statuses(&w);
+    assert_eq!(
+        st[0],
+        (
+            "fixture-cext".to_string(),
+            "outdated".to_string(),
+            Some("1.0.0".to_string())
+        )
+    );
+}
+
+#[test]
+fn failed_verification_restores_the_previous_install() {
+    let w = World::new();
+    assert!(w.kiln().arg("install").output().unwrap().status.success());
+    // A new version that builds and installs but cannot be imported.
+    w.edit(
+        "recipes/fixture-cext.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.1.0\"",
+    );
+    w.edit(
+        "packages/kiln-fixture-cext/pyproject.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.1.0\"",
+    );
+    w.edit(
+        "packages/kiln-fixture-cext/kiln_fixture_cext/__init__.py",
+        "VERSION = \"1.0.0\"",
+        "VERSION = \"1.1.0\"\nraise ImportError('kiln fixture 1.1.0 is broken on purpose')",
+    );
+
+    let out = w.kiln().arg("install").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("error: fixture-cext failed during verify"), "{err}");
+    assert!(
+        err.contains("ImportError: kiln fixture 1.1.0 is broken on purpose"),
+        "{err}"
+    );
+    assert!(
+        err.contains("environment: the previous kiln-fixture-cext was restored"),
+        "{err}"
+    );
+
+    assert_eq!(
+        w.py(
+            "import kiln_fixture_cext, kiln_fixture_cext._speedups as m; print(kiln_fixture_cext.VERSION, m.add(2, 2))"
+        )
+        .unwrap(),
+        "1.0.0 4"
+    );
+    assert_eq!(
+        w.py("import importlib.metadata as m; print(m.version('kiln-fixture-cext'))")
+            .unwrap(),
+        "1.0.0"
+    );
+    assert_eq!(statuses(&w)[0].1, "outdated");
+}

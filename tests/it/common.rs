@@ -1,0 +1,162 @@
+//! Test harness: real virtualenvs, a real copy of the fixture packages, the real kiln binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::sync::OnceLock;
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+/// A scratch world: a copy of `tests/fixtures`, a fresh venv, a kiln cache.
+pub struct World {
+    pub dir: TempDir,
+    pub python: PathBuf,
+    pub recipes: PathBuf,
+    pub packages: PathBuf,
+    pub cache: PathBuf,
+}
+
+fn run_ok(cmd: &mut StdCommand) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Wheels the fixture venvs need (setuptools < 70.1 builds wheels through the `wheel` package),
+/// downloaded from PyPI once per test run into `target/`.
+fn wheelhouse() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wheelhouse");
+        let have = std::fs::read_dir(&dir).map(|d| d.count() > 0).unwrap_or(false);
+        if !have {
+            run_ok(
+                StdCommand::new("python3")
+                    .args(["-m", "pip", "download", "--quiet", "--only-binary", ":all:", "--dest"])
+                    .arg(&dir)
+                    .arg("wheel"),
+            );
+        }
+        dir
+    })
+}
+
+/// A fresh virtualenv at `dir` with `wheel` installed.
+pub fn venv(dir: &Path) -> PathBuf {
+    run_ok(StdCommand::new("python3").args(["-m", "venv"]).arg(dir));
+    let py = dir.join("bin").join("python");
+    run_ok(
+        StdCommand::new(&py)
+            .args(["-m", "pip", "install", "--quiet", "--no-index", "--find-links"])
+            .arg(wheelhouse())
+            .arg("wheel"),
+    );
+    py
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+impl World {
+    pub fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let fixtures = dir.path().join("fixtures");
+        copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"), &fixtures);
+        let python = venv(&dir.path().join("venv"));
+        World {
+            recipes: fixtures.join("recipes"),
+            packages: fixtures.join("packages"),
+            cache: dir.path().join("cache"),
+            python,
+            dir,
+        }
+    }
+
+    /// kiln on the fixture recipes and the world's venv.
+    pub fn kiln(&self) -> Command {
+        let mut c = kiln_bare();
+        c.arg("--recipes")
+            .arg(&self.recipes)
+            .arg("--python")
+            .arg(&self.python)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .arg("--no-progress");
+        c
+    }
+
+    /// Runs Python code in the world's venv; returns stdout.
+    pub fn py(&self, code: &str) -> Result<String, String> {
+        let out = StdCommand::new(&self.python)
+            .args(["-c", code])
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap();
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    }
+
+    pub fn site_packages(&self) -> PathBuf {
+        PathBuf::from(
+            self.py("import sysconfig; print(sysconfig.get_paths()['purelib'])")
+                .unwrap(),
+        )
+    }
+
+    /// Replaces `from` by `to` in a fixture file (relative to the copied fixtures dir).
+    pub fn edit(&self, rel: &str, from: &str, to: &str) {
+        let p = self.dir.path().join("fixtures").join(rel);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{rel} does not contain {from:?}");
+        std::fs::write(&p, text.replace(from, to)).unwrap();
+    }
+
+    /// Replaces the temp dir's path by `[TMP]`, for snapshots.
+    pub fn redact(&self, s: &str) -> String {
+        s.replace(&self.dir.path().display().to_string(), "[TMP]")
+    }
+}
+
+/// kiln with an environment that does not depend on the machine running the tests.
+pub fn kiln_bare() -> Command {
+    let mut c = Command::cargo_bin("kiln").unwrap();
+    for k in [
+        "VIRTUAL_ENV",
+        "KILN_GPU_ARCH",
+        "KILN_DRIVER_VERSION",
+        "KILN_CUDA_VERSION",
+        "KILN_CACHE_DIR",
+        "CUDA_HOME",
+    ] {
+        c.env_remove(k);
+    }
+    c
+}
+
+pub fn stdout_json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}

@@ -1,0 +1,6 @@
+//! Integration tests: the real kiln binary on real virtualenvs and real builds.
+
+mod build;
+mod common;
+mod recipes;
+mod stack;

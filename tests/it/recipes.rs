@@ -1,0 +1,149 @@
+//! Recipe files: the embedded set, and malformed files reported at file:line:col.
+
+use crate::common::{kiln_bare, stdout_json, text};
+
+fn write(dir: &std::path::Path, name: &str, body: &str) {
+    std::fs::write(dir.join(name), body).unwrap();
+}
+
+#[test]
+fn embedded_recipes_list_all_nine_components() {
+    let out = kiln_bare().args(["recipes", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v = stdout_json(&out);
+    let mut names: Vec<&str> = v["recipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "cuda-toolkit",
+            "cutlass-dsl",
+            "flash-attn",
+            "flashinfer",
+            "sglang",
+            "sglang-kernel",
+            "sglang-router",
+            "torch",
+            "vllm"
+        ]
+    );
+}
+
+#[test]
+fn malformed_recipes_report_every_problem_with_its_position() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bad");
+    std::fs::create_dir(&dir).unwrap();
+    write(
+        &dir,
+        "torch.toml",
+        "[package]\nname = \"torch\"\nversion = \"2.14.1\"\n[source]\nwheel = \"torch==2.14.1\"\n",
+    );
+    write(
+        &dir,
+        "many.toml",
+        r#"[package]
+name = "many"
+verison = "1.0"
+version = 1
+summary = "four problems in one file"
+
+[source]
+path = "."
+
+[depends]
+torch = ">=2.7.*"
+flashinfr = "*"
+
+[build]
+env = { ARCH = "{arch.tensorrt}", JOBS = "{jobs}" }
+"#,
+    );
+    write(&dir, "syntax.toml", "[package]\nname = \"syntax\"\nversion = \"1\n");
+    write(
+        &dir,
+        "misnamed.toml",
+        "[package]\nname = \"other\"\nversion = \"1\"\n[source]\npath = \".\"\n",
+    );
+    let out = kiln_bare()
+        .current_dir(tmp.path())
+        .args(["recipes", "--recipes", "bad"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("malformed_recipes", text(&out.stderr));
+
+    let out = kiln_bare()
+        .current_dir(tmp.path())
+        .args(["recipes", "--json", "--recipes", "bad"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let first = &v["errors"][0];
+    assert_eq!(
+        (
+            first["file"].as_str().unwrap(),
+            first["line"].as_u64().unwrap(),
+            first["column"].as_u64().unwrap()
+        ),
+        ("bad/many.toml", 3, 1)
+    );
+}
+
+#[test]
+fn cross_file_problems_name_the_dependency_and_the_cycle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("r");
+    std::fs::create_dir(&dir).unwrap();
+    let r = |name: &str, dep: &str| {
+        format!("[package]\nname = \"{name}\"\nversion = \"1\"\n[source]\npath = \".\"\n[depends]\n{dep} = \"*\"\n")
+    };
+    write(&dir, "a.toml", &r("a", "b"));
+    write(&dir, "b.toml", &r("b", "c"));
+    write(&dir, "c.toml", &r("c", "a"));
+    let out = kiln_bare()
+        .current_dir(tmp.path())
+        .args(["recipes", "--recipes", "r"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("recipe_cycle", text(&out.stderr));
+
+    write(&dir, "c.toml", &r("c", "torch"));
+    let out = kiln_bare()
+        .current_dir(tmp.path())
+        .args(["plan", "--recipes", "r"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("recipe_unknown_dependency", text(&out.stderr));
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_suggestion() {
+    let out = kiln_bare().args(["plan", "sglng", "--arch", "12.0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "error: no recipe named `sglng` (did you mean `sglang`?); `kiln recipes` lists them"
+    );
+    let out = kiln_bare().args(["plan", "--arch", "banana"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("`banana` is not a GPU arch"));
+    let out = kiln_bare()
+        .args(["plan", "flashinfer[nope]", "--arch", "12.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("`flashinfer` has no feature `nope` (it has: cutedsl)"));
+    let out = kiln_bare()
+        .args(["plan", "torch==2.11", "--arch", "12.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a pin is refused, never silently ignored");
+}

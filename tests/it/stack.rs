@@ -1,0 +1,143 @@
+//! The embedded recipes against real environments: the SM120 plan and a real PyPI package that
+//! is installed but cannot be imported.
+
+use std::process::Command as StdCommand;
+
+use crate::common::{World, kiln_bare, stdout_json, text};
+
+fn plan_json(w: &World, cuda: Option<&str>) -> serde_json::Value {
+    let mut c = kiln_bare();
+    c.arg("--python")
+        .arg(&w.python)
+        .args(["plan", "sglang", "--arch", "12.0", "--json"]);
+    if let Some(v) = cuda {
+        c.env("KILN_CUDA_VERSION", v);
+    }
+    let out = c.output().unwrap();
+    stdout_json(&out)
+}
+
+fn steps(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap().into(), s["action"].as_str().unwrap().into()))
+        .collect()
+}
+
+#[test]
+fn sglang_plan_for_sm120_is_in_dependency_order_with_reasons() {
+    let w = World::new();
+    // With a CUDA 13.0 toolkit (named by the override; nothing else differs).
+    let v = plan_json(&w, Some("13.0"));
+    let expect: Vec<(String, String)> = [
+        ("cuda-toolkit", "keep"),
+        ("cutlass-dsl", "install"),
+        ("torch", "install"),
+        ("flashinfer", "build"),
+        ("sglang-kernel", "build"),
+        ("sglang", "build"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(steps(&v), expect);
+    let fi = &v["steps"][3];
+    assert_eq!(fi["features"][0], "cutedsl", "sglang needs flashinfer[cutedsl]");
+    assert_eq!(fi["env"]["FLASHINFER_CUDA_ARCH_LIST"], "12.0f");
+    assert_eq!(fi["env"]["FLASHINFER_BUILD_NO_PIP"], "1");
+    assert_eq!(fi["env"]["BUILD_NVEP"], "0");
+    assert_eq!(
+        w.redact(fi["reason"].as_str().unwrap()),
+        "missing: flashinfer-python is not installed in [TMP]/venv"
+    );
+    // CUDA 12.8 spells the same arch 12.0a for flashinfer.
+    assert_eq!(
+        plan_json(&w, Some("12.8"))["steps"][3]["env"]["FLASHINFER_CUDA_ARCH_LIST"],
+        "12.0a"
+    );
+
+    // Without a toolkit, everything that compiles against it is blocked, with the root cause.
+    if which::which("nvcc").is_err() && !std::path::Path::new("/usr/local/cuda/bin/nvcc").exists() {
+        let v = plan_json(&w, None);
+        let s = &v["steps"];
+        assert_eq!(s[0]["action"], "blocked");
+        assert!(s[0]["reason"].as_str().unwrap().starts_with("no CUDA toolkit found"));
+        assert_eq!(s[3]["action"], "blocked");
+        assert!(
+            s[3]["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("needs cuda-toolkit: no CUDA toolkit found")
+        );
+        assert_eq!(s[5]["reason"], "needs sglang-kernel, which is blocked by cuda-toolkit");
+        let human = kiln_bare()
+            .arg("--python")
+            .arg(&w.python)
+            .args(["plan", "sglang", "--arch", "12.0"])
+            .output()
+            .unwrap();
+        assert_eq!(human.status.code(), Some(1));
+        insta::assert_snapshot!("plan_sglang_no_toolkit", w.redact(&text(&human.stdout)));
+    }
+}
+
+#[test]
+fn doctor_lists_all_nine_components_truthfully() {
+    let w = World::new();
+    let out = kiln_bare()
+        .arg("--python")
+        .arg(&w.python)
+        .args(["doctor", "--arch", "12.0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = stdout_json(&out);
+    let comps = v["components"].as_array().unwrap();
+    assert_eq!(comps.len(), 9);
+    for c in comps {
+        let name = c["name"].as_str().unwrap();
+        if name == "cuda-toolkit" {
+            continue;
+        }
+        assert_eq!(c["status"], "missing", "{name}");
+        assert!(c["version"].is_null());
+    }
+    assert_eq!(v["machine"]["target_archs"][0], "12.0");
+    assert_eq!(v["machine"]["python"]["chosen_by"], "--python");
+}
+
+#[test]
+fn installed_but_unimportable_real_package_is_broken_not_ok() {
+    let w = World::new();
+    // The nvidia-cutlass-dsl meta wheel from PyPI without its -libs-* dependencies: pip lists it,
+    // but `import cutlass` cannot work.
+    let st = StdCommand::new(&w.python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "nvidia-cutlass-dsl==4.8.0",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = kiln_bare()
+        .arg("--python")
+        .arg(&w.python)
+        .args(["doctor", "cutlass-dsl", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let c = &stdout_json(&out)["components"][0];
+    assert_eq!(c["name"], "cutlass-dsl");
+    assert_eq!(c["status"], "broken");
+    assert_eq!(c["version"], "4.8.0");
+    assert_eq!(
+        c["evidence"],
+        "import cutlass failed: ModuleNotFoundError: No module named 'cutlass'; import cutlass.cute failed: ModuleNotFoundError: No module named 'cutlass'"
+    );
+}
