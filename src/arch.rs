@@ -154,6 +154,15 @@ fn specific_suffix(arch: Arch, cuda: Option<&semver::Version>, dialect: Dialect)
 }
 
 /// Spells `archs` the way `dialect` wants it, for a toolkit of version `cuda` (if known).
+///
+/// ```
+/// use kiln::arch::{parse_list, render, Dialect};
+/// let archs = parse_list("sm_120").unwrap();
+/// let cuda13 = semver::Version::new(13, 0, 0);
+/// assert_eq!(render(Dialect::Flashinfer, &archs, Some(&cuda13)).unwrap(), "12.0f");
+/// assert_eq!(render(Dialect::Torch, &archs, Some(&cuda13)).unwrap(), "12.0");
+/// assert_eq!(render(Dialect::Cmake, &archs, Some(&semver::Version::new(12, 8, 0))).unwrap(), "120a-real");
+/// ```
 pub fn render(dialect: Dialect, archs: &[Arch], cuda: Option<&semver::Version>) -> Result<String, DialectError> {
     if archs.is_empty() {
         return Err(DialectError::NoArch);

@@ -140,11 +140,11 @@ fn deleted_module_is_broken_with_the_import_error_and_only_it_is_rebuilt() {
     assert!(statuses(&w).iter().all(|(_, s, _)| s == "ok"));
 }
 
-#[test]
-fn failed_build_leaves_the_previous_version_importable() {
+/// A world with the fixture stack installed at 1.0.0, whose fixture-cext recipe and source now
+/// say 1.1.0 (so the installed one is outdated and `install` rebuilds it).
+fn installed_with_cext_1_1_0_pending() -> World {
     let w = World::new();
     assert!(w.kiln().arg("install").output().unwrap().status.success());
-    // A new version whose C code does not compile.
     w.edit(
         "recipes/fixture-cext.toml",
         "version = \"1.0.0\"",
@@ -155,6 +155,13 @@ fn failed_build_leaves_the_previous_version_importable() {
         "version = \"1.0.0\"",
         "version = \"1.1.0\"",
     );
+    w
+}
+
+#[test]
+fn failed_build_leaves_the_previous_version_importable() {
+    let w = installed_with_cext_1_1_0_pending();
+    // A new version whose C code does not compile.
     w.edit(
         "packages/kiln-fixture-cext/kiln_fixture_cext/_speedups.c",
         "return PyLong_FromLong(a + b);",
@@ -203,19 +210,8 @@ fn failed_build_leaves_the_previous_version_importable() {
 
 #[test]
 fn failed_verification_restores_the_previous_install() {
-    let w = World::new();
-    assert!(w.kiln().arg("install").output().unwrap().status.success());
+    let w = installed_with_cext_1_1_0_pending();
     // A new version that builds and installs but cannot be imported.
-    w.edit(
-        "recipes/fixture-cext.toml",
-        "version = \"1.0.0\"",
-        "version = \"1.1.0\"",
-    );
-    w.edit(
-        "packages/kiln-fixture-cext/pyproject.toml",
-        "version = \"1.0.0\"",
-        "version = \"1.1.0\"",
-    );
     w.edit(
         "packages/kiln-fixture-cext/kiln_fixture_cext/__init__.py",
         "VERSION = \"1.0.0\"",
