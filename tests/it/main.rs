@@ -3,4 +3,5 @@
 mod build;
 mod common;
 mod recipes;
+mod sources;
 mod stack;
