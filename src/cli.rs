@@ -64,6 +64,22 @@ pub enum Command {
     Install(InstallArgs),
     /// List the recipes, or show one
     Recipes(RecipesArgs),
+    /// List the SASS and PTX targets inside CUDA binaries (ELF objects, shared libraries, .fatbin)
+    ///
+    /// Reads the fatbinary headers itself (no cuobjdump). With --arch, also says whether each
+    /// file holds an image that runs on that arch (and, with the driver's CUDA version known,
+    /// whether its PTX is new enough to fail with error 222).
+    Arch(ArchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ArchArgs {
+    /// Files to read
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// The driver's CUDA version for the PTX check (e.g. 13.0) [default: from nvidia-smi]
+    #[arg(long, value_name = "VERSION")]
+    pub driver_cuda: Option<String>,
 }
 
 #[derive(Debug, Args)]

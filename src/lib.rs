@@ -25,6 +25,7 @@ pub mod arch;
 pub mod build;
 pub mod cli;
 pub mod commands;
+pub mod fatbin;
 pub mod probe;
 pub mod process;
 pub mod recipe;

@@ -1,6 +1,8 @@
 //! Subcommands: each turns parsed arguments into calls on the core and hands the results to
 //! `report`. Shared set-up (recipes, interpreter, machine, target archs) lives in [`Session`].
 
+mod arch_cmd;
+pub use arch_cmd::ArchFile;
 mod doctor;
 mod install;
 mod plan;
@@ -38,6 +40,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Plan(t) => plan::run(&cli.global, &t.targets),
         Command::Install(a) => install::run(&cli.global, &a.targets.targets, a.dry_run),
         Command::Recipes(a) => recipes::run(&cli.global, a.name.as_deref()),
+        Command::Arch(a) => arch_cmd::run(&cli.global, a),
     };
     match result {
         Ok(code) => code,

@@ -44,6 +44,10 @@ pub struct MachineFacts {
     pub gpus: Vec<Gpu>,
     pub gpu_source: String,
     pub driver: Option<Sourced<String>>,
+    /// The newest CUDA version the driver supports (`CUDA Version` in nvidia-smi's banner).
+    pub driver_cuda: Option<Sourced<semver::Version>>,
+    /// The host C++ compiler CUDA builds use (`CXX`, else `g++`), with its version line.
+    pub host_compiler: Option<Sourced<String>>,
     pub cuda_toolkit: Option<Toolkit>,
     /// Where kiln looked when no toolkit was found.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -87,10 +91,29 @@ pub fn probe() -> MachineFacts {
             })
     };
     let (cuda_toolkit, cuda_searched) = toolkit();
+    let driver_cuda = if let Some(v) = env("KILN_DRIVER_CUDA").and_then(|v| lenient_semver(&v)) {
+        Some(Sourced {
+            value: v,
+            source: "KILN_DRIVER_CUDA".into(),
+        })
+    } else if gpus_from_smi(&gpu_source) {
+        which::which("nvidia-smi")
+            .ok()
+            .and_then(|smi| Cmd::new(smi.display().to_string()).capture(b"", QUICK).ok())
+            .and_then(|o| parse_smi_banner_cuda(&o.stdout))
+            .map(|v| Sourced {
+                value: v,
+                source: "nvidia-smi".into(),
+            })
+    } else {
+        None
+    };
     MachineFacts {
         gpus,
         gpu_source,
         driver,
+        driver_cuda,
+        host_compiler: host_compiler(),
         cuda_toolkit,
         cuda_searched,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -144,6 +167,33 @@ fn gpus() -> (Vec<Gpu>, String, Option<String>) {
         ),
         Err(e) => (Vec::new(), format!("none: nvidia-smi could not run: {e}"), None),
     }
+}
+
+fn gpus_from_smi(source: &str) -> bool {
+    source == "nvidia-smi"
+}
+
+/// Parses `CUDA Version: 13.0` from nvidia-smi's banner.
+pub fn parse_smi_banner_cuda(out: &str) -> Option<semver::Version> {
+    let at = out.find("CUDA Version:")? + "CUDA Version:".len();
+    lenient_semver(out[at..].split_whitespace().next()?)
+}
+
+fn host_compiler() -> Option<Sourced<String>> {
+    let (cxx, source) = match env("CXX") {
+        Some(c) => (c, "CXX"),
+        None => ("g++".to_string(), "g++ on PATH"),
+    };
+    let path = which::which(&cxx).ok()?;
+    let out = Cmd::new(path.display().to_string())
+        .arg("--version")
+        .capture(b"", QUICK)
+        .ok()?;
+    let first = out.stdout.lines().next()?.trim().to_string();
+    Some(Sourced {
+        value: first,
+        source: source.into(),
+    })
 }
 
 /// Parses `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader`.

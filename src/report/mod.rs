@@ -288,6 +288,38 @@ pub fn recipe_show(r: &Recipe) {
     }
 }
 
+pub fn arch_files(files: &[crate::commands::ArchFile]) {
+    for f in files {
+        println!("{}", f.report.path);
+        let none = || "-".to_string();
+        println!(
+            "  sass  {}",
+            if f.report.sass.is_empty() {
+                none()
+            } else {
+                f.report.sass.join(" ")
+            }
+        );
+        let ptx: Vec<String> = f.ptx_isa.iter().map(|(n, v)| format!("{n} (ISA {v})")).collect();
+        println!("  ptx   {}", if ptx.is_empty() { none() } else { ptx.join(" ") });
+        let images: usize = f.report.fatbins.iter().map(|b| b.images.len()).sum();
+        println!(
+            "  {} fatbin{}, {images} image{}",
+            f.report.fatbins.len(),
+            if f.report.fatbins.len() == 1 { "" } else { "s" },
+            if images == 1 { "" } else { "s" }
+        );
+        for b in &f.report.fatbins {
+            for u in &b.unknown {
+                println!("  unknown entry kind {:#x} at {:#x}", u.kind, u.offset);
+            }
+        }
+        for r in &f.runs_on {
+            println!("  {}  {}", if r.usable { "runs" } else { "NO  " }, r.why);
+        }
+    }
+}
+
 /// Whether a step is one a person needs to act on.
 pub fn is_stuck(a: Action) -> bool {
     matches!(a, Action::Blocked | Action::Unsupported)

@@ -2,6 +2,7 @@
 
 mod build;
 mod common;
+mod fatbin;
 mod recipes;
 mod sources;
 mod stack;

@@ -11,8 +11,10 @@
 //! | `flash_attn` | `FLASH_ATTN_CUDA_ARCHS`     | `120`               | `120`             |
 //! | `cmake`      | `CMAKE_CUDA_ARCHITECTURES`  | `120a-real`         | `120f-real`       |
 //!
-//! This module deliberately ignores which kernels a binary holds (that is the fatbin reader's
-//! job) and whether a driver can run them (run rules).
+//! `run` holds the run rules (which kernel image runs on which device and driver). This module
+//! deliberately ignores how images are stored in binaries (that is the fatbin reader's job).
+
+pub mod run;
 
 use std::fmt;
 use std::str::FromStr;

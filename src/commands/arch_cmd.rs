@@ -1,0 +1,131 @@
+//! `kiln arch FILE...`: the SASS and PTX inside CUDA binaries, and whether they run on --arch.
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use super::{CmdResult, Failure};
+use crate::arch::run::{Verdict, verdict};
+use crate::arch::{self, Arch};
+use crate::cli::{ArchArgs, Global};
+use crate::fatbin::{self, FileReport};
+use crate::probe::machine::lenient_semver;
+use crate::report;
+
+/// One file's listing, and the verdict for each target arch.
+#[derive(Debug, Serialize)]
+pub struct ArchFile {
+    #[serde(flatten)]
+    pub report: FileReport,
+    /// PTX targets with their ISA version.
+    pub ptx_isa: Vec<(String, String)>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs_on: Vec<RunsOn>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunsOn {
+    pub arch: String,
+    pub usable: bool,
+    /// The images that would load (SASS first), or why none does.
+    pub images: Vec<String>,
+    pub why: String,
+}
+
+/// Judges a file's images for one device arch.
+pub fn runs_on(r: &FileReport, target: Arch, driver_cuda: Option<&semver::Version>) -> RunsOn {
+    let mut usable = Vec::new();
+    let mut too_new = Vec::new();
+    for img in r.images() {
+        match verdict(img, target, driver_cuda) {
+            Verdict::Runs | Verdict::Jit => {
+                let n = img.name();
+                if !usable.contains(&n) {
+                    usable.push(n);
+                }
+            }
+            Verdict::PtxTooNew { isa, driver_max } => {
+                too_new.push(format!("{} (PTX ISA {isa} > {driver_max})", img.name()))
+            }
+            Verdict::NoBinary => {}
+        }
+    }
+    let why = if !usable.is_empty() {
+        format!("{target}: loads {}", usable.join(", "))
+    } else if !too_new.is_empty() {
+        format!(
+            "{target}: only PTX newer than the driver: {} (CUDA error 222)",
+            too_new.join(", ")
+        )
+    } else {
+        let mut held: Vec<String> = r.sass.clone();
+        held.extend(r.ptx.iter().cloned());
+        format!(
+            "{target}: no usable image (holds {}; CUDA error 209, no kernel image)",
+            if held.is_empty() {
+                "none".into()
+            } else {
+                held.join(", ")
+            }
+        )
+    };
+    RunsOn {
+        arch: target.to_string(),
+        usable: !usable.is_empty(),
+        images: usable,
+        why,
+    }
+}
+
+pub fn run(g: &Global, a: &ArchArgs) -> CmdResult {
+    let targets = match &g.arch {
+        Some(s) => arch::parse_list(s).map_err(|e| Failure::Usage(e.to_string()))?,
+        None => Vec::new(),
+    };
+    let driver_cuda = match &a.driver_cuda {
+        Some(v) => Some(lenient_semver(v).ok_or_else(|| Failure::Usage(format!("`{v}` is not a CUDA version")))?),
+        None if !targets.is_empty() => crate::probe::machine::probe().driver_cuda.map(|d| d.value),
+        None => None,
+    };
+    let mut files = Vec::new();
+    let mut failed = false;
+    for path in &a.files {
+        match fatbin::read_file(path) {
+            Ok(report) => {
+                let ptx_isa = report.images().filter_map(|i| i.ptx_isa().map(|v| (i.name(), v))).fold(
+                    Vec::new(),
+                    |mut acc: Vec<(String, String)>, p| {
+                        if !acc.contains(&p) {
+                            acc.push(p);
+                        }
+                        acc
+                    },
+                );
+                let runs = targets
+                    .iter()
+                    .map(|t| runs_on(&report, *t, driver_cuda.as_ref()))
+                    .collect();
+                files.push(ArchFile {
+                    report,
+                    ptx_isa,
+                    runs_on: runs,
+                });
+            }
+            Err(e) => {
+                failed = true;
+                report::error(&e.to_string());
+            }
+        }
+    }
+    if g.json {
+        report::json(&serde_json::json!({ "files": files }));
+    } else {
+        report::arch_files(&files);
+    }
+    let unusable = files.iter().any(|f| f.runs_on.iter().any(|r| !r.usable));
+    Ok(if failed || unusable {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

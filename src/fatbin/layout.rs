@@ -1,0 +1,488 @@
+//! The byte layout: where fatbins sit in a file, their headers, their entries.
+//! Offsets and field meanings follow `shared/reference/fatbin.md` §1-§5.
+
+use object::read::elf::{ElfFile32, ElfFile64};
+use object::{Endianness, FileKind, Object, ObjectSection};
+use serde::Serialize;
+
+use super::{Fatbin, FatbinError, UnknownEntry};
+
+const FATBIN_MAGIC: u32 = 0xBA55_ED50;
+const KIND_PTX: u16 = 1;
+const KIND_ELF: u16 = 2;
+const KIND_CONCAT: u16 = 0x100;
+const FLAG_LZ4: u64 = 0x2000;
+const FLAG_ZSTD: u64 = 0x8000;
+const FLAG_ARCH: u64 = 0x10_0000;
+const FLAG_FAMILY: u64 = 0x20_0000;
+const ENTRY_MIN: usize = 64;
+/// The largest payload [`payload`] will produce.
+const MAX_UNCOMPRESSED: u64 = 1 << 30;
+
+/// SASS or PTX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageKind {
+    Cubin,
+    Ptx,
+}
+
+/// Plain, arch-specific (`a`) or family-specific (`f`), from the entry flags (bits 20 and 21).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    Plain,
+    Arch,
+    Family,
+}
+
+impl Variant {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Plain => "",
+            Variant::Arch => "a",
+            Variant::Family => "f",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    None,
+    Lz4,
+    Zstd,
+}
+
+/// One kernel image in a fatbin.
+#[derive(Debug, Clone, Serialize)]
+pub struct Image {
+    pub kind: ImageKind,
+    /// SM number without suffix: 120 for sm_120a.
+    pub sm: u32,
+    pub variant: Variant,
+    /// PTX ISA version (`9.5`) for PTX; the cubin ABI version for SASS.
+    pub version: (u16, u16),
+    pub compression: Compression,
+    /// File offset of the entry header.
+    pub offset: u64,
+    /// Inside a concatenated (`--concat`) entry.
+    pub concatenated: bool,
+    #[serde(skip)]
+    payload_at: u64,
+    #[serde(skip)]
+    payload_len: u64,
+    #[serde(skip)]
+    uncompressed: u64,
+    /// For concatenated images: offset and size inside the decompressed blob.
+    #[serde(skip)]
+    blob_range: Option<(u64, u64)>,
+}
+
+impl Image {
+    /// `sm_120a` or `compute_120f`.
+    pub fn name(&self) -> String {
+        let prefix = match self.kind {
+            ImageKind::Cubin => "sm",
+            ImageKind::Ptx => "compute",
+        };
+        format!("{prefix}_{}{}", self.sm, self.variant.suffix())
+    }
+
+    /// `9.5` for PTX.
+    pub fn ptx_isa(&self) -> Option<String> {
+        (self.kind == ImageKind::Ptx).then(|| format!("{}.{}", self.version.0, self.version.1))
+    }
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    name: &'a str,
+}
+
+impl Reader<'_> {
+    fn err(&self, offset: u64, message: impl Into<String>) -> FatbinError {
+        FatbinError {
+            path: self.name.to_string(),
+            offset: Some(offset),
+            message: message.into(),
+        }
+    }
+
+    fn bytes(&self, at: u64, len: u64) -> Result<&[u8], FatbinError> {
+        let end = at.checked_add(len).ok_or_else(|| self.err(at, "size overflows"))?;
+        usize::try_from(at)
+            .ok()
+            .zip(usize::try_from(end).ok())
+            .and_then(|(a, e)| self.data.get(a..e))
+            .ok_or_else(|| {
+                self.err(
+                    at,
+                    format!("truncated: needs {len} bytes, the file has {}", self.data.len()),
+                )
+            })
+    }
+
+    fn u16(&self, at: u64) -> Result<u16, FatbinError> {
+        let b = self.bytes(at, 2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&self, at: u64) -> Result<u32, FatbinError> {
+        let b = self.bytes(at, 4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&self, at: u64) -> Result<u64, FatbinError> {
+        let b = self.bytes(at, 8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+}
+
+fn align8(x: u64) -> u64 {
+    x.saturating_add(7) & !7
+}
+
+/// Finds and walks every fatbin in `data`.
+pub(super) fn locate(data: &[u8], name: &str) -> Result<Vec<Fatbin>, FatbinError> {
+    let r = Reader { data, name };
+    if data.len() >= 4 && u32::from_le_bytes([data[0], data[1], data[2], data[3]]) == FATBIN_MAGIC {
+        return walk_region(&r, "file", 0, data.len() as u64);
+    }
+    let bad = |m: String| FatbinError {
+        path: name.to_string(),
+        offset: None,
+        message: m,
+    };
+    let sections: Vec<(String, u64, u64)> = match FileKind::parse(data) {
+        Ok(FileKind::Elf64) => {
+            let f = ElfFile64::<Endianness>::parse(data).map_err(|e| bad(format!("bad ELF: {e}")))?;
+            nv_sections(f.sections())
+        }
+        Ok(FileKind::Elf32) => {
+            let f = ElfFile32::<Endianness>::parse(data).map_err(|e| bad(format!("bad ELF: {e}")))?;
+            nv_sections(f.sections())
+        }
+        Ok(other) => return Err(bad(format!("not an ELF file or a fatbin ({other:?})"))),
+        Err(_) => return Err(bad("not an ELF file or a fatbin".into())),
+    };
+    let mut out = Vec::new();
+    for (sec, off, size) in sections {
+        out.extend(walk_region(&r, &sec, off, off.saturating_add(size))?);
+    }
+    Ok(out)
+}
+
+fn nv_sections<'d, S: ObjectSection<'d>>(sections: impl Iterator<Item = S>) -> Vec<(String, u64, u64)> {
+    sections
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            if name != ".nv_fatbin" && name != "__nv_relfatbin" {
+                return None;
+            }
+            let (off, size) = s.file_range()?;
+            Some((name.to_string(), off, size))
+        })
+        .collect()
+}
+
+/// Walks the fatbins laid end to end in `[start, end)`.
+fn walk_region(r: &Reader, section: &str, start: u64, end: u64) -> Result<Vec<Fatbin>, FatbinError> {
+    if end > r.data.len() as u64 {
+        return Err(r.err(start, format!("section {section} runs past the end of the file")));
+    }
+    let mut out = Vec::new();
+    let mut off = start;
+    while off < end {
+        if end - off < 16 {
+            if r.bytes(off, end - off)?.iter().all(|&b| b == 0) {
+                break;
+            }
+            return Err(r.err(off, "truncated fatbin header"));
+        }
+        let magic = r.u32(off)?;
+        if magic != FATBIN_MAGIC {
+            // Zero padding between fatbins.
+            if r.u64(off)? == 0 {
+                off += 8;
+                continue;
+            }
+            return Err(r.err(off, format!("bad fatbin magic {magic:#010x} (want 0xba55ed50)")));
+        }
+        let header = u64::from(r.u16(off + 6)?);
+        let fat_size = r.u64(off + 8)?;
+        if header < 16 {
+            return Err(r.err(off, format!("fatbin header size {header} is below 16")));
+        }
+        let body = off.checked_add(header).ok_or_else(|| r.err(off, "size overflows"))?;
+        let fat_end = body
+            .checked_add(fat_size)
+            .ok_or_else(|| r.err(off, "fatbin size overflows"))?;
+        if fat_end > end {
+            return Err(r.err(
+                off,
+                format!("fatbin of {fat_size} bytes runs past the end of {section}"),
+            ));
+        }
+        let (images, unknown) = walk_entries(r, body, fat_end)?;
+        out.push(Fatbin {
+            section: section.to_string(),
+            offset: off,
+            images,
+            unknown,
+        });
+        off = align8(fat_end).max(off + 16);
+    }
+    Ok(out)
+}
+
+struct EntryHeader {
+    kind: u16,
+    header_size: u64,
+    payload_size: u64,
+    compressed_size: u64,
+    options_offset: u64,
+    minor: u16,
+    major: u16,
+    arch: u32,
+    flags: u64,
+    uncompressed: u64,
+}
+
+fn entry_header(r: &Reader, e: u64) -> Result<EntryHeader, FatbinError> {
+    r.bytes(e, ENTRY_MIN as u64)?;
+    Ok(EntryHeader {
+        kind: r.u16(e)?,
+        header_size: u64::from(r.u32(e + 4)?),
+        payload_size: r.u64(e + 8)?,
+        compressed_size: u64::from(r.u32(e + 0x10)?),
+        options_offset: u64::from(r.u32(e + 0x14)?),
+        minor: r.u16(e + 0x18)?,
+        major: r.u16(e + 0x1a)?,
+        arch: r.u32(e + 0x1c)?,
+        flags: r.u64(e + 0x28)?,
+        uncompressed: r.u64(e + 0x38)?,
+    })
+}
+
+fn variant(flags: u64) -> Variant {
+    if flags & FLAG_FAMILY != 0 {
+        Variant::Family
+    } else if flags & FLAG_ARCH != 0 {
+        Variant::Arch
+    } else {
+        Variant::Plain
+    }
+}
+
+fn compression(flags: u64) -> Compression {
+    if flags & FLAG_ZSTD != 0 {
+        Compression::Zstd
+    } else if flags & FLAG_LZ4 != 0 {
+        Compression::Lz4
+    } else {
+        Compression::None
+    }
+}
+
+fn walk_entries(r: &Reader, start: u64, end: u64) -> Result<(Vec<Image>, Vec<UnknownEntry>), FatbinError> {
+    let mut images = Vec::new();
+    let mut unknown = Vec::new();
+    let mut e = start;
+    while e < end {
+        if end - e < ENTRY_MIN as u64 {
+            return Err(r.err(e, "truncated fatbin entry header"));
+        }
+        let h = entry_header(r, e)?;
+        if h.header_size < ENTRY_MIN as u64 {
+            return Err(r.err(e, format!("entry header size {} is below 64", h.header_size)));
+        }
+        let payload_at = e.checked_add(h.header_size).ok_or_else(|| r.err(e, "size overflows"))?;
+        let next = payload_at
+            .checked_add(h.payload_size)
+            .ok_or_else(|| r.err(e, "entry size overflows"))?;
+        if next > end {
+            return Err(r.err(
+                e,
+                format!("entry of {} bytes runs past the end of its fatbin", h.payload_size),
+            ));
+        }
+        let image = |kind, arch, flags, version, concatenated, blob_range| Image {
+            kind,
+            sm: arch,
+            variant: variant(flags),
+            version,
+            compression: compression(h.flags),
+            offset: e,
+            concatenated,
+            payload_at,
+            payload_len: if h.compressed_size > 0 {
+                h.compressed_size.min(h.payload_size)
+            } else {
+                h.payload_size
+            },
+            uncompressed: h.uncompressed,
+            blob_range,
+        };
+        match h.kind {
+            KIND_PTX => images.push(image(ImageKind::Ptx, h.arch, h.flags, (h.major, h.minor), false, None)),
+            KIND_ELF => images.push(image(
+                ImageKind::Cubin,
+                h.arch,
+                h.flags,
+                (h.major, h.minor),
+                false,
+                None,
+            )),
+            KIND_CONCAT => {
+                for sub in concatenated(r, e, &h)? {
+                    let kind = if sub.kind == KIND_PTX {
+                        ImageKind::Ptx
+                    } else {
+                        ImageKind::Cubin
+                    };
+                    images.push(image(
+                        kind,
+                        sub.arch,
+                        sub.flags,
+                        (sub.major, sub.minor),
+                        true,
+                        Some((sub.at, sub.size)),
+                    ));
+                }
+            }
+            kind => unknown.push(UnknownEntry { offset: e, kind }),
+        }
+        e = next;
+    }
+    Ok((images, unknown))
+}
+
+struct SubEntry {
+    kind: u16,
+    arch: u32,
+    flags: u64,
+    major: u16,
+    minor: u16,
+    at: u64,
+    size: u64,
+}
+
+/// The sub-entry headers of a concatenated entry (fatbin.md §5): at +0x40 `u32 count`,
+/// `u32 table_len`, then `count` entry headers whose @+4 is the offset inside the blob.
+fn concatenated(r: &Reader, e: u64, h: &EntryHeader) -> Result<Vec<SubEntry>, FatbinError> {
+    let header_end = e + h.header_size;
+    if h.header_size < 0x48 + ENTRY_MIN as u64 {
+        return Err(r.err(e, "concatenated entry too short for its table"));
+    }
+    let count = u64::from(r.u32(e + 0x40)?);
+    if count == 0 || count > h.header_size / ENTRY_MIN as u64 {
+        return Err(r.err(e + 0x40, format!("concatenated entry claims {count} images")));
+    }
+    let mut subs = Vec::new();
+    let mut s = e + 0x48;
+    for _ in 0..count {
+        if s + ENTRY_MIN as u64 > header_end {
+            return Err(r.err(s, "concatenated entry table is truncated"));
+        }
+        let sh = entry_header(r, s)?;
+        if sh.kind != KIND_ELF && sh.kind != KIND_PTX {
+            return Err(r.err(
+                s,
+                format!("unknown image kind {:#x} inside a concatenated entry", sh.kind),
+            ));
+        }
+        subs.push(SubEntry {
+            kind: sh.kind,
+            arch: sh.arch,
+            flags: sh.flags,
+            major: sh.major,
+            minor: sh.minor,
+            at: u64::from(r.u32(s + 4)?),
+            size: r.u64(s + 8)?,
+        });
+        // The sub-entry ends after its options blob, padded to 8 (fatbin.md §5). Fall back to
+        // scanning for the next `02 00 01 01` / `01 00 01 01` header at 8-byte steps.
+        let mut next = s + ENTRY_MIN as u64;
+        if sh.options_offset >= ENTRY_MIN as u64 && s + sh.options_offset + 8 <= header_end {
+            let o = u64::from(r.u32(s + sh.options_offset)?);
+            let l = u64::from(r.u32(s + sh.options_offset + 4)?);
+            next = align8(s + o + l + 1);
+        }
+        if subs.len() < count as usize {
+            let looks_like_header = |at: u64| {
+                at + 4 <= header_end && r.bytes(at, 4).is_ok_and(|b| (b == [2, 0, 1, 1]) || (b == [1, 0, 1, 1]))
+            };
+            if !looks_like_header(next) {
+                let mut probe = s + ENTRY_MIN as u64;
+                while probe + 4 <= header_end && !looks_like_header(probe) {
+                    probe += 8;
+                }
+                next = probe;
+            }
+        }
+        s = next;
+    }
+    Ok(subs)
+}
+
+/// Why a payload could not be produced.
+#[derive(Debug, thiserror::Error)]
+#[error("payload at {offset:#x}: {message}")]
+pub struct PayloadError {
+    pub offset: u64,
+    pub message: String,
+}
+
+/// The image's bytes (a cubin ELF or PTX text), decompressed when compressed. Output is bounded
+/// by the size the header states, which must be below 1 GiB.
+pub fn payload(data: &[u8], img: &Image) -> Result<Vec<u8>, PayloadError> {
+    let fail = |m: String| PayloadError {
+        offset: img.offset,
+        message: m,
+    };
+    let start = usize::try_from(img.payload_at).map_err(|_| fail("offset too large".into()))?;
+    let len = usize::try_from(img.payload_len).map_err(|_| fail("size too large".into()))?;
+    let raw = data
+        .get(start..start.saturating_add(len))
+        .ok_or_else(|| fail("payload past the end of the data".into()))?;
+    let whole = match img.compression {
+        Compression::None => raw.to_vec(),
+        c => {
+            if img.uncompressed == 0 || img.uncompressed > MAX_UNCOMPRESSED {
+                return Err(fail(format!("implausible uncompressed size {}", img.uncompressed)));
+            }
+            let want = img.uncompressed as usize;
+            match c {
+                Compression::Lz4 => lz4_flex::block::decompress(raw, want).map_err(|e| fail(format!("LZ4: {e}")))?,
+                _ => {
+                    use std::io::Read;
+                    let mut dec =
+                        ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| fail(format!("zstd: {e}")))?;
+                    let mut out = Vec::with_capacity(want.min(64 << 20));
+                    (&mut dec)
+                        .take(want as u64 + 1)
+                        .read_to_end(&mut out)
+                        .map_err(|e| fail(format!("zstd: {e}")))?;
+                    if out.len() != want {
+                        return Err(fail(format!("zstd gave {} bytes, the header says {want}", out.len())));
+                    }
+                    out
+                }
+            }
+        }
+    };
+    match img.blob_range {
+        None => Ok(whole),
+        Some((at, size)) => {
+            let a = usize::try_from(at).map_err(|_| fail("offset too large".into()))?;
+            let s = usize::try_from(size).map_err(|_| fail("size too large".into()))?;
+            whole
+                .get(a..a.saturating_add(s))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| fail("sub-image past the end of the blob".into()))
+        }
+    }
+}

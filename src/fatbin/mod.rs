@@ -1,0 +1,130 @@
+//! A reader for CUDA fatbinaries: which SASS (`sm_120a`) and PTX (`compute_120f`, with its ISA
+//! version) a host ELF object, shared library or raw `.fatbin` file holds.
+//!
+//! The format is documented byte by byte in `shared/reference/fatbin.md`. The reader reads
+//! headers only: the file is memory-mapped and only the section table and the fatbin and entry
+//! headers are touched, so a 500 MB library costs a few page faults. Every offset and size read
+//! from the file is checked before use; malformed input gives an error naming the file and the
+//! offset, never a panic. Payloads are decompressed (LZ4 block, zstd frame) only on request
+//! ([`payload`]), with the output size bounded.
+//!
+//! It deliberately ignores what the kernels are (names, registers) and whether they can run on a
+//! device (that is `arch::run`).
+
+mod layout;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+pub use layout::{Compression, Image, ImageKind, Variant, payload};
+
+/// One fatbin (one translation unit, or nvcc's device-link stub).
+#[derive(Debug, Clone, Serialize)]
+pub struct Fatbin {
+    /// Where it was found: `.nv_fatbin`, `__nv_relfatbin`, or `file` for a raw fatbin.
+    pub section: String,
+    /// File offset of its header.
+    pub offset: u64,
+    pub images: Vec<Image>,
+    /// Entries of a kind this reader does not know, by file offset.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<UnknownEntry>,
+}
+
+impl Fatbin {
+    /// Whether the runtime loads it. `__nv_relfatbin` holds relocatable cubins from `-rdc`, input
+    /// to device linking only (fatbin.md §1): listed, but not counted as loadable code.
+    pub fn loadable(&self) -> bool {
+        self.section != "__nv_relfatbin"
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UnknownEntry {
+    pub offset: u64,
+    pub kind: u16,
+}
+
+/// What one file holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    pub path: String,
+    /// Distinct SASS targets the runtime can load, sorted: `sm_90`, `sm_120a`, ...
+    pub sass: Vec<String>,
+    /// Distinct PTX targets, sorted: `compute_120f`, ...
+    pub ptx: Vec<String>,
+    pub fatbins: Vec<Fatbin>,
+}
+
+impl FileReport {
+    fn new(path: &str, fatbins: Vec<Fatbin>) -> FileReport {
+        let mut sass: Vec<(u32, String)> = Vec::new();
+        let mut ptx: Vec<(u32, String)> = Vec::new();
+        for img in fatbins.iter().filter(|f| f.loadable()).flat_map(|f| f.images.iter()) {
+            let list = match img.kind {
+                ImageKind::Cubin => &mut sass,
+                ImageKind::Ptx => &mut ptx,
+            };
+            let name = img.name();
+            if !list.iter().any(|(_, n)| *n == name) {
+                list.push((img.sm, name));
+            }
+        }
+        sass.sort();
+        ptx.sort();
+        FileReport {
+            path: path.to_string(),
+            sass: sass.into_iter().map(|(_, n)| n).collect(),
+            ptx: ptx.into_iter().map(|(_, n)| n).collect(),
+            fatbins,
+        }
+    }
+
+    /// Every image the CUDA runtime can load (not the relocatable `-rdc` inputs).
+    pub fn images(&self) -> impl Iterator<Item = &Image> {
+        self.fatbins
+            .iter()
+            .filter(|f| f.loadable())
+            .flat_map(|f| f.images.iter())
+    }
+
+    /// Every image, relocatable `-rdc` inputs included.
+    pub fn all_images(&self) -> impl Iterator<Item = &Image> {
+        self.fatbins.iter().flat_map(|f| f.images.iter())
+    }
+}
+
+/// Why a file could not be read.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{path}: {message}{}", offset.map(|o| format!(" (at offset {o:#x})")).unwrap_or_default())]
+pub struct FatbinError {
+    pub path: String,
+    pub offset: Option<u64>,
+    pub message: String,
+}
+
+/// Reads the fatbins of the file at `path`.
+pub fn read_file(path: &Path) -> Result<FileReport, FatbinError> {
+    let name = path.display().to_string();
+    let err = |m: String| FatbinError {
+        path: name.clone(),
+        offset: None,
+        message: m,
+    };
+    let file = std::fs::File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
+    let len = file.metadata().map_err(|e| err(format!("cannot stat: {e}")))?.len();
+    if len == 0 {
+        return Err(err("empty file".into()));
+    }
+    // SAFETY: the map is read-only and private to this call; a file truncated underneath us
+    // could fault, which is the accepted risk of every mmap-based reader (ripgrep, object).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| err(format!("cannot map: {e}")))?;
+    read_bytes(&map, &name)
+}
+
+/// Reads the fatbins in `data` (an ELF file or a raw fatbin), naming it `name` in errors.
+pub fn read_bytes(data: &[u8], name: &str) -> Result<FileReport, FatbinError> {
+    let fatbins = layout::locate(data, name)?;
+    Ok(FileReport::new(name, fatbins))
+}

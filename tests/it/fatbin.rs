@@ -1,0 +1,474 @@
+//! `kiln arch` against NVIDIA's own cuobjdump, on kernels compiled here by NVIDIA's CUDA 13
+//! compiler wheels from PyPI (no GPU needed): a matrix of targets, compression modes and link
+//! styles. Each payload is also decompressed and checked (cubin ELF header, PTX `.target`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::sync::OnceLock;
+
+use crate::common::{kiln_bare, stdout_json, text};
+
+/// nvcc, cuobjdump and friends from PyPI, installed once into target/.
+fn cuda() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda13");
+        if !dir.join("nvidia/cu13/bin/cuobjdump").exists() {
+            let st = StdCommand::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
+                .arg(&dir)
+                .args([
+                    "nvidia-cuda-nvcc",
+                    "nvidia-nvvm",
+                    "nvidia-cuda-crt",
+                    "nvidia-cuda-runtime",
+                    "nvidia-cuda-cuobjdump",
+                ])
+                .status()
+                .unwrap();
+            assert!(st.success(), "cannot install NVIDIA's compiler wheels from PyPI");
+        }
+        dir.join("nvidia/cu13")
+    })
+}
+
+fn run(cmd: &mut StdCommand) {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+fn nvcc(dir: &Path, args: &[&str]) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
+    run(StdCommand::new(cuda().join("bin/nvcc"))
+        .current_dir(dir)
+        .env("KILN_SRC", &src)
+        .args(args.iter().map(|a| a.replace("$SRC", &src.display().to_string()))));
+}
+
+/// cuobjdump's plain listing as sorted image names (`sm_120a`, `compute_120f@9.5`).
+fn cuobjdump(file: &Path) -> Vec<String> {
+    let out = StdCommand::new(cuda().join("bin/cuobjdump"))
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cuobjdump {}: {}",
+        file.display(),
+        text(&out.stderr)
+    );
+    let mut images = Vec::new();
+    let mut kind = "";
+    let mut arch = String::new();
+    for line in text(&out.stdout).lines().map(str::trim) {
+        if line == "Fatbin elf code:" {
+            kind = "elf";
+        } else if line == "Fatbin ptx code:" {
+            kind = "ptx";
+        } else if line.starts_with("Fatbin ") {
+            kind = "";
+        } else if let Some(a) = line.strip_prefix("arch = ") {
+            arch = a.to_string();
+        } else if let Some(v) = line.strip_prefix("code version = ") {
+            let v = v.trim_matches(['[', ']']).replace(',', ".");
+            match kind {
+                "elf" => images.push(arch.clone()),
+                "ptx" => images.push(format!("{}@{v}", arch.replace("sm_", "compute_"))),
+                _ => {}
+            }
+        }
+    }
+    images.sort();
+    images
+}
+
+/// kiln's listing, in the same shape, after checking each payload.
+fn kiln(file: &Path) -> Vec<String> {
+    let r = kiln::fatbin::read_file(file).unwrap();
+    let data = std::fs::read(file).unwrap();
+    let mut images = Vec::new();
+    for f in &r.fatbins {
+        for img in &f.images {
+            kiln::fatbin::payload(&data, img).unwrap_or_else(|e| panic!("{} ({}): {e}", file.display(), f.section));
+        }
+    }
+    for img in r.images() {
+        let bytes = kiln::fatbin::payload(&data, img).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        match img.kind {
+            kiln::fatbin::ImageKind::Cubin => {
+                assert_eq!(&bytes[..4], b"\x7fELF", "{} {}", file.display(), img.name());
+                assert_eq!(u16::from_le_bytes([bytes[18], bytes[19]]), 190, "EM_CUDA");
+                let flags = u32::from_le_bytes([bytes[48], bytes[49], bytes[50], bytes[51]]);
+                let sm = if bytes[8] == 7 {
+                    flags & 0xff
+                } else {
+                    (flags >> 8) & 0xff
+                };
+                assert_eq!(sm, img.sm, "{}: SM in the cubin's e_flags", file.display());
+                images.push(img.name());
+            }
+            kiln::fatbin::ImageKind::Ptx => {
+                let ptx = String::from_utf8_lossy(&bytes);
+                let target = ptx
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix(".target "))
+                    .unwrap_or("");
+                assert_eq!(
+                    target.split(',').next().unwrap().trim(),
+                    img.name().replace("compute_", "sm_")
+                );
+                images.push(format!("{}@{}", img.name(), img.ptx_isa().unwrap()));
+            }
+        }
+    }
+    images.sort();
+    images
+}
+
+#[test]
+fn agrees_with_cuobjdump_on_a_matrix_of_real_builds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let ga = |a: &str, c: &str| format!("arch={a},code={c}");
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "plain.o",
+            vec![
+                "-c".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "plain.o".into(),
+                "-gencode".into(),
+                ga("compute_90", "sm_90"),
+                "-gencode".into(),
+                ga("compute_120", "sm_120"),
+            ],
+        ),
+        (
+            "af.o",
+            vec![
+                "-c".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "af.o".into(),
+                "-gencode".into(),
+                ga("compute_120a", "sm_120a"),
+                "-gencode".into(),
+                ga("compute_100f", "sm_100f"),
+                "-gencode".into(),
+                ga("compute_120f", "compute_120f"),
+            ],
+        ),
+        (
+            "ptx-only.o",
+            vec![
+                "-c".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "ptx-only.o".into(),
+                "-gencode".into(),
+                ga("compute_120", "compute_120"),
+            ],
+        ),
+        (
+            "zstd-all.o",
+            vec![
+                "-c".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "zstd-all.o".into(),
+                "-Xfatbin".into(),
+                "-compress-all".into(),
+                "--compress-mode=size".into(),
+                "-gencode".into(),
+                ga("compute_90a", "sm_90a"),
+                "-gencode".into(),
+                ga("compute_121", "sm_121"),
+            ],
+        ),
+        (
+            "lz4-all.o",
+            vec![
+                "-c".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "lz4-all.o".into(),
+                "-Xfatbin".into(),
+                "-compress-all".into(),
+                "--compress-mode=speed".into(),
+                "-gencode".into(),
+                ga("compute_80", "sm_80"),
+                "-gencode".into(),
+                ga("compute_120", "sm_120"),
+                "-gencode".into(),
+                ga("compute_120", "compute_120"),
+            ],
+        ),
+        (
+            "none.o",
+            vec![
+                "-c".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "none.o".into(),
+                "--compress-mode=none".into(),
+                "-gencode".into(),
+                ga("compute_103", "sm_103"),
+                "-gencode".into(),
+                ga("compute_90", "compute_90"),
+            ],
+        ),
+        (
+            "concat.o",
+            vec![
+                "-c".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "concat.o".into(),
+                "--concat".into(),
+                "-Xfatbin".into(),
+                "-compress-all".into(),
+                "--compress-mode=size".into(),
+                "-gencode".into(),
+                ga("compute_90a", "sm_90a"),
+                "-gencode".into(),
+                ga("compute_100a", "sm_100a"),
+                "-gencode".into(),
+                ga("compute_103", "sm_103"),
+                "-gencode".into(),
+                ga("compute_120f", "sm_120f"),
+                "-gencode".into(),
+                ga("compute_120f", "compute_120f"),
+            ],
+        ),
+        (
+            "debug.o",
+            vec![
+                "-c".into(),
+                "-G".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "debug.o".into(),
+                "-gencode".into(),
+                ga("compute_120", "sm_120"),
+            ],
+        ),
+        (
+            "raw.fatbin",
+            vec![
+                "--fatbin".into(),
+                "$SRC/axpy.cu".into(),
+                "-o".into(),
+                "raw.fatbin".into(),
+                "-gencode".into(),
+                ga("compute_90", "sm_90"),
+                "-gencode".into(),
+                ga("compute_120a", "sm_120a"),
+            ],
+        ),
+        (
+            "nvcc-linked.so",
+            vec![
+                "-shared".into(),
+                "-Xcompiler".into(),
+                "-fPIC".into(),
+                "$SRC/axpy.cu".into(),
+                "$SRC/scale.cu".into(),
+                "-o".into(),
+                "nvcc-linked.so".into(),
+                "-gencode".into(),
+                ga("compute_120", "sm_120"),
+                "-gencode".into(),
+                ga("compute_120", "compute_120"),
+            ],
+        ),
+        (
+            "rdc.so",
+            vec![
+                "-shared".into(),
+                "-rdc=true".into(),
+                "-Xcompiler".into(),
+                "-fPIC".into(),
+                "$SRC/axpy.cu".into(),
+                "$SRC/scale.cu".into(),
+                "-o".into(),
+                "rdc.so".into(),
+                "-gencode".into(),
+                ga("compute_90", "sm_90"),
+                "-gencode".into(),
+                ga("compute_120a", "sm_120a"),
+            ],
+        ),
+    ];
+    let mut checked = 0;
+    for (file, args) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        nvcc(d, &args);
+        let path = d.join(file);
+        let theirs = cuobjdump(&path);
+        assert!(
+            !theirs.is_empty() || *file == "empty",
+            "{file}: cuobjdump lists nothing"
+        );
+        assert_eq!(kiln(&path), theirs, "{file}");
+        checked += 1;
+    }
+    let rdc = kiln::fatbin::read_file(&d.join("rdc.so")).unwrap();
+    assert!(
+        rdc.fatbins.iter().any(|f| f.section == "__nv_relfatbin"),
+        "-rdc keeps relocatable inputs"
+    );
+    assert_eq!(rdc.all_images().count(), 6);
+    // Two translation units linked by g++ (as torch's cpp_extension does): no device-link stub.
+    for (tu, arch) in [("axpy", "sm_120a"), ("scale", "sm_90")] {
+        let code = arch.replace("sm_", "");
+        nvcc(
+            d,
+            &[
+                "-c",
+                "-Xcompiler",
+                "-fPIC",
+                &format!("$SRC/{tu}.cu"),
+                "-o",
+                &format!("{tu}.o"),
+                "-gencode",
+                &format!("arch=compute_{code},code={arch}"),
+            ],
+        );
+    }
+    run(StdCommand::new("g++")
+        .current_dir(d)
+        .args(["-shared", "-o", "gxx-linked.so", "axpy.o", "scale.o"])
+        .arg(format!("-L{}", cuda().join("lib").display()))
+        .args(["-l:libcudart_static.a", "-lpthread", "-ldl", "-lrt"]));
+    let path = d.join("gxx-linked.so");
+    assert_eq!(kiln(&path), cuobjdump(&path));
+    let r = kiln::fatbin::read_file(&path).unwrap();
+    assert_eq!(r.fatbins.len(), 2, "one fatbin per translation unit");
+    assert_eq!(r.sass, ["sm_90", "sm_120a"]);
+    checked += 1;
+
+    // The CLI on a few of them, in JSON, with run verdicts for SM 12.0.
+    let out = kiln_bare()
+        .args(["arch", "--json", "--arch", "12.0", "--driver-cuda", "13.0"])
+        .arg(d.join("af.o"))
+        .arg(d.join("plain.o"))
+        .arg(d.join("concat.o"))
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files[0]["sass"], serde_json::json!(["sm_100f", "sm_120a"]));
+    assert_eq!(files[0]["ptx"], serde_json::json!(["compute_120f"]));
+    assert_eq!(files[0]["runs_on"][0]["usable"], true);
+    assert_eq!(
+        files[2]["sass"],
+        serde_json::json!(["sm_90a", "sm_100a", "sm_103", "sm_120f"])
+    );
+    // 13.0 PTX (ISA 9.5 from this 13.5 compiler) is too new for a 13.0 driver: the SASS still runs.
+    assert_eq!(files[1]["runs_on"][0]["images"], serde_json::json!(["sm_120"]));
+    assert!(checked >= 12);
+}
+
+#[test]
+fn wrong_arch_and_too_new_ptx_are_said_plainly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    nvcc(
+        d,
+        &[
+            "-c",
+            "$SRC/axpy.cu",
+            "-o",
+            "hopper.o",
+            "-gencode",
+            "arch=compute_90a,code=sm_90a",
+        ],
+    );
+    nvcc(
+        d,
+        &[
+            "-c",
+            "$SRC/axpy.cu",
+            "-o",
+            "ptx.o",
+            "-gencode",
+            "arch=compute_90,code=compute_90",
+        ],
+    );
+    let out = kiln_bare()
+        .args(["arch", "--arch", "12.0", "--driver-cuda", "13.0"])
+        .arg(d.join("hopper.o"))
+        .arg(d.join("ptx.o"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("NO    12.0: no usable image (holds sm_90a; CUDA error 209, no kernel image)"),
+        "{s}"
+    );
+    assert!(
+        s.contains("NO    12.0: only PTX newer than the driver: compute_90 (PTX ISA 9.5 > 9.0) (CUDA error 222)"),
+        "{s}"
+    );
+    // With a driver that knows ISA 9.5, the PTX JIT-compiles for 12.0.
+    let out = kiln_bare()
+        .args(["arch", "--arch", "12.0", "--driver-cuda", "13.5"])
+        .arg(d.join("ptx.o"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("runs  12.0: loads compute_90"));
+}
+
+#[test]
+fn malformed_input_is_an_error_with_the_offset_never_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    nvcc(
+        d,
+        &[
+            "--fatbin",
+            "$SRC/axpy.cu",
+            "-o",
+            "ok.fatbin",
+            "-gencode",
+            "arch=compute_120a,code=sm_120a",
+            "-gencode",
+            "arch=compute_120a,code=compute_120a",
+        ],
+    );
+    let good = std::fs::read(d.join("ok.fatbin")).unwrap();
+    assert!(kiln::fatbin::read_bytes(&good, "ok").is_ok());
+    // Every truncation, and every single-byte corruption of the headers, gives Ok or Err: no panic.
+    for cut in 0..good.len().min(4096) {
+        let _ = kiln::fatbin::read_bytes(&good[..cut], "cut");
+    }
+    for at in 0..good.len().min(512) {
+        for b in [0x00, 0xff, 0x7f, 0x80] {
+            let mut bad = good.clone();
+            bad[at] = b;
+            if let Ok(r) = kiln::fatbin::read_bytes(&bad, "bad") {
+                for img in r.images() {
+                    let _ = kiln::fatbin::payload(&bad, img);
+                }
+            }
+        }
+    }
+    // A huge size field is refused with its offset instead of being trusted.
+    let mut huge = good.clone();
+    huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    let e = kiln::fatbin::read_bytes(&huge, "huge.fatbin").unwrap_err();
+    assert_eq!(e.to_string(), "huge.fatbin: fatbin size overflows (at offset 0x0)");
+    let e = kiln::fatbin::read_bytes(&good[..40], "short.fatbin").unwrap_err();
+    assert!(e.to_string().starts_with("short.fatbin: fatbin of "), "{e}");
+    let out = kiln_bare().args(["arch"]).arg(d.join("nope")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("cannot open"));
+}
