@@ -256,7 +256,10 @@ fn run_step(
         Err(e) => Some(cmd_fail(step, Phase::Install, e)),
         Ok(()) => {
             reporter.phase(step, Phase::Verify, &r.imports.join(", "));
-            verify(step, r, cx).err()
+            match verify(step, r, cx) {
+                Ok(facts) => record(step, r, plan, cx, &facts, &dist_name, &identity, wheel.as_deref()).err(),
+                Err(f) => Some(f),
+            }
         }
     };
     if let Some(mut f) = failure {
@@ -408,9 +411,76 @@ fn build_wheel(
     }
 }
 
+/// Writes `<dist-info>/kiln.json`: what was built, from what, for which archs and toolkit, and
+/// the fingerprint of every dependency it links against (`abi = true`), so that a later change
+/// of that dependency makes it `stale`.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    step: &Step,
+    r: &Recipe,
+    plan: &Plan,
+    cx: &Context,
+    facts: &PythonFacts,
+    dist: &str,
+    source: &str,
+    wheel: Option<&Path>,
+) -> Result<(), BuildFailure> {
+    let installed = facts
+        .dists
+        .get(&normalize(dist))
+        .ok_or_else(|| fail(step, Phase::Verify, format!("{dist} is not listed after installing it")))?;
+    let Some(info) = &installed.dist_info else {
+        return Ok(());
+    };
+    let mut built_against = std::collections::BTreeMap::new();
+    for d in r.depends_with(&step.features).filter(|d| d.abi) {
+        let dep_dist = cx
+            .set
+            .get(&d.name)
+            .and_then(|x| x.dist.clone())
+            .unwrap_or_else(|| d.name.clone());
+        if let Some(fp) = facts.fingerprint(&dep_dist) {
+            built_against.insert(d.name.clone(), fp);
+        }
+    }
+    let rec = python::BuildRecord {
+        component: r.name.clone(),
+        version: installed.version.clone(),
+        source: source.to_string(),
+        wheel_sha256: wheel.and_then(|w| source::sha256_file(w).ok()),
+        archs: plan.archs.iter().map(|a| a.to_string()).collect(),
+        cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
+        built_against,
+    };
+    let text = serde_json::to_string_pretty(&rec).map_err(|e| fail(step, Phase::Verify, e.to_string()))?;
+    let io = |e: std::io::Error| fail(step, Phase::Verify, format!("cannot write kiln.json into {info}: {e}"));
+    std::fs::write(Path::new(info).join("kiln.json"), text).map_err(io)?;
+    // List it in RECORD, so that uninstalling the distribution removes it too.
+    let record = Path::new(info).join("RECORD");
+    let listed = std::fs::read_to_string(&record).map_err(io)?;
+    let dir = Path::new(info)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let line = format!("{dir}/kiln.json,,");
+    if !listed.lines().any(|l| l == line) {
+        let sep = if listed.ends_with('\n') || listed.is_empty() {
+            ""
+        } else {
+            "\n"
+        };
+        std::fs::write(&record, format!("{listed}{sep}{line}\n")).map_err(io)?;
+    }
+    Ok(())
+}
+
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
-fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<(), BuildFailure> {
+fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<PythonFacts, BuildFailure> {
     let mut imports = r.imports.clone();
+    // Import torch first when the component links against it, so its ABI facts are recorded.
+    if r.depends_with(&step.features).any(|d| d.abi && d.name == "torch") {
+        imports.insert(0, "torch".into());
+    }
     for f in &step.features {
         if let Some(feat) = r.features.get(f) {
             imports.extend(feat.imports.iter().cloned());
@@ -426,7 +496,7 @@ fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<(), BuildFailure> {
         })
         .collect();
     if failed.is_empty() {
-        Ok(())
+        Ok(facts)
     } else {
         Err(fail(step, Phase::Verify, failed.join("; ")))
     }

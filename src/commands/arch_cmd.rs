@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{CmdResult, Failure};
-use crate::arch::run::{Verdict, verdict};
-use crate::arch::{self, Arch};
+use crate::arch;
+use crate::arch::run::{RunsOn, runs_on};
 use crate::cli::{ArchArgs, Global};
 use crate::fatbin::{self, FileReport};
 use crate::probe::machine::lenient_semver;
@@ -21,60 +21,6 @@ pub struct ArchFile {
     pub ptx_isa: Vec<(String, String)>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs_on: Vec<RunsOn>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct RunsOn {
-    pub arch: String,
-    pub usable: bool,
-    /// The images that would load (SASS first), or why none does.
-    pub images: Vec<String>,
-    pub why: String,
-}
-
-/// Judges a file's images for one device arch.
-pub fn runs_on(r: &FileReport, target: Arch, driver_cuda: Option<&semver::Version>) -> RunsOn {
-    let mut usable = Vec::new();
-    let mut too_new = Vec::new();
-    for img in r.images() {
-        match verdict(img, target, driver_cuda) {
-            Verdict::Runs | Verdict::Jit => {
-                let n = img.name();
-                if !usable.contains(&n) {
-                    usable.push(n);
-                }
-            }
-            Verdict::PtxTooNew { isa, driver_max } => {
-                too_new.push(format!("{} (PTX ISA {isa} > {driver_max})", img.name()))
-            }
-            Verdict::NoBinary => {}
-        }
-    }
-    let why = if !usable.is_empty() {
-        format!("{target}: loads {}", usable.join(", "))
-    } else if !too_new.is_empty() {
-        format!(
-            "{target}: only PTX newer than the driver: {} (CUDA error 222)",
-            too_new.join(", ")
-        )
-    } else {
-        let mut held: Vec<String> = r.sass.clone();
-        held.extend(r.ptx.iter().cloned());
-        format!(
-            "{target}: no usable image (holds {}; CUDA error 209, no kernel image)",
-            if held.is_empty() {
-                "none".into()
-            } else {
-                held.join(", ")
-            }
-        )
-    };
-    RunsOn {
-        arch: target.to_string(),
-        usable: !usable.is_empty(),
-        images: usable,
-        why,
-    }
 }
 
 pub fn run(g: &Global, a: &ArchArgs) -> CmdResult {

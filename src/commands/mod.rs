@@ -124,6 +124,7 @@ pub struct Session {
     pub arch_source: String,
     pub scope: Vec<(String, Vec<String>)>,
     pub facts: PythonFacts,
+    pub binaries: std::collections::BTreeMap<String, crate::probe::binaries::Binaries>,
     pub assessments: Vec<Assessment>,
 }
 
@@ -145,7 +146,23 @@ impl Session {
         let imports = resolve::status::imports_for(&set, &scope);
         let facts =
             python::probe(&python, &imports, Duration::from_secs(600)).map_err(|e| Failure::User(e.to_string()))?;
-        let assessments = resolve::status::assess(&set, &machine, &facts, &scope);
+        let mut binaries = std::collections::BTreeMap::new();
+        for (name, _) in &scope {
+            let Some(dist) = set.get(name).and_then(|r| r.dist.as_deref()) else {
+                continue;
+            };
+            if let Some(d) = facts.dists.get(&probe_mod::normalize(dist)) {
+                binaries.insert(probe_mod::normalize(dist), probe_mod::binaries::scan(d));
+            }
+        }
+        let evidence = resolve::status::Evidence {
+            set: &set,
+            machine: &machine,
+            python: &facts,
+            binaries: &binaries,
+            archs: &archs,
+        };
+        let assessments = resolve::status::assess(&evidence, &scope);
         Ok(Session {
             set,
             python,
@@ -155,6 +172,7 @@ impl Session {
             arch_source,
             scope,
             facts,
+            binaries,
             assessments,
         })
     }

@@ -2,6 +2,7 @@
 //!
 //! `machine` reads GPUs, driver and toolkit; `python` runs the embedded probe script once.
 
+pub mod binaries;
 pub mod machine;
 pub mod python;
 

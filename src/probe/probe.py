@@ -36,6 +36,13 @@ def dists():
             requires = list(d.requires or [])
         except Exception:
             requires = []
+        record = None
+        try:
+            text = d.read_text("kiln.json")
+            if text:
+                record = json.loads(text)
+        except Exception:
+            pass
         # The first distribution on sys.path wins, as it does for imports.
         out.setdefault(
             key,
@@ -47,6 +54,7 @@ def dists():
                 "direct_url": direct_url,
                 "requires": requires,
                 "installer": (d.read_text("INSTALLER") or "").strip() or None,
+                "kiln": record,
             },
         )
     return list(out.values())
@@ -71,6 +79,26 @@ def try_import(name):
             "traceback": "".join(tb[-6:]),
             "seconds": round(time.perf_counter() - start, 4),
         }
+
+
+def torch_facts():
+    """What decides the ABI of an extension built against torch (only if torch was imported)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    facts = {"version": getattr(torch, "__version__", None)}
+    version = getattr(torch, "version", None)
+    facts["cuda"] = getattr(version, "cuda", None)
+    facts["git_version"] = getattr(version, "git_version", None)
+    c = getattr(torch, "_C", None)
+    facts["cxx11_abi"] = getattr(c, "_GLIBCXX_USE_CXX11_ABI", None)
+    try:
+        flags = c._cuda_getArchFlags() if c is not None and hasattr(c, "_cuda_getArchFlags") else None
+        facts["arch_list"] = flags.split() if flags else []
+    except Exception as e:
+        facts["arch_list"] = None
+        facts["arch_list_error"] = str(e)
+    return facts
 
 
 def main():
@@ -100,6 +128,7 @@ def main():
     }
     for name in request.get("imports", []):
         result["imports"][name] = try_import(name)
+    result["torch"] = torch_facts()
     real_stdout.write(json.dumps(result))
     real_stdout.flush()
 

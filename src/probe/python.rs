@@ -37,6 +37,52 @@ pub struct Dist {
     #[serde(default)]
     pub requires: Vec<String>,
     pub installer: Option<String>,
+    /// What kiln recorded when it built this distribution (`<dist-info>/kiln.json`).
+    #[serde(default)]
+    pub kiln: Option<BuildRecord>,
+}
+
+/// Written by kiln into the dist-info directory of everything it installs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BuildRecord {
+    pub component: String,
+    pub version: String,
+    /// `sha256:...`, `git:<commit>`, `path:...`, `index:<requirement>`.
+    pub source: String,
+    #[serde(default)]
+    pub wheel_sha256: Option<String>,
+    #[serde(default)]
+    pub archs: Vec<String>,
+    #[serde(default)]
+    pub cuda: Option<String>,
+    /// Fingerprints of the dependencies it links against (`abi = true`), by component.
+    #[serde(default)]
+    pub built_against: std::collections::BTreeMap<String, String>,
+}
+
+/// What decides the ABI of an extension built against torch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TorchFacts {
+    pub version: Option<String>,
+    pub cuda: Option<String>,
+    pub git_version: Option<String>,
+    pub cxx11_abi: Option<bool>,
+    #[serde(default)]
+    pub arch_list: Option<Vec<String>>,
+}
+
+impl TorchFacts {
+    /// One line that changes whenever an extension built against torch must be rebuilt.
+    pub fn fingerprint(&self) -> String {
+        let git = self.git_version.as_deref().unwrap_or("?");
+        format!(
+            "torch {} cuda {} git {} cxx11abi {}",
+            self.version.as_deref().unwrap_or("?"),
+            self.cuda.as_deref().unwrap_or("none"),
+            &git[..git.len().min(12)],
+            self.cxx11_abi.map_or("?".to_string(), |b| b.to_string())
+        )
+    }
 }
 
 /// Whether one import ran.
@@ -58,6 +104,27 @@ pub struct PythonFacts {
     /// Keyed by normalized distribution name (PEP 503).
     pub dists: BTreeMap<String, Dist>,
     pub imports: BTreeMap<String, ImportResult>,
+    /// Present when torch was imported by the probe.
+    pub torch: Option<TorchFacts>,
+}
+
+impl PythonFacts {
+    /// The fingerprint a component built against `dep` records: torch's ABI facts for torch,
+    /// else the distribution's version and the wheel kiln built it from.
+    pub fn fingerprint(&self, dep_dist: &str) -> Option<String> {
+        let d = self.dists.get(&normalize(dep_dist))?;
+        if normalize(dep_dist) == "torch"
+            && let Some(t) = &self.torch
+        {
+            return Some(t.fingerprint());
+        }
+        let build = d
+            .kiln
+            .as_ref()
+            .and_then(|k| k.wheel_sha256.clone())
+            .map(|s| format!(" wheel {}", &s[..s.len().min(12)]));
+        Some(format!("{} {}{}", d.name, d.version, build.unwrap_or_default()))
+    }
 }
 
 #[derive(Deserialize)]
@@ -65,6 +132,8 @@ struct Raw {
     python: Interpreter,
     dists: Vec<Dist>,
     imports: BTreeMap<String, ImportResult>,
+    #[serde(default)]
+    torch: Option<TorchFacts>,
 }
 
 /// Why the interpreter could not be probed.
@@ -144,6 +213,7 @@ pub fn probe(python: &Path, imports: &[String], timeout: Duration) -> Result<Pyt
         python: raw.python,
         dists: raw.dists.into_iter().map(|d| (normalize(&d.name), d)).collect(),
         imports: raw.imports,
+        torch: raw.torch,
     })
 }
 

@@ -36,6 +36,12 @@ pub fn doctor_json(s: &Session) -> serde_json::Value {
     serde_json::json!({
         "machine": machine_json(s),
         "components": s.assessments,
+        "binaries": s.binaries.iter().map(|(dist, b)| serde_json::json!({
+            "dist": dist,
+            "files": b.cuda.iter().map(|f| serde_json::json!({"path": f.path, "sass": f.sass, "ptx": f.ptx})).collect::<Vec<_>>(),
+            "without_cuda": b.plain,
+            "unreadable": b.unreadable,
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -11,9 +11,23 @@ use std::str::FromStr;
 use pep440_rs::Version;
 use serde::Serialize;
 
+use crate::arch::Arch;
+use crate::arch::run::runs_on;
+use crate::probe::binaries::Binaries;
 use crate::probe::python::{ImportResult, PythonFacts};
 use crate::probe::{MachineFacts, normalize};
 use crate::recipe::{Kind, Recipe, RecipeSet};
+
+/// What `assess` looks at.
+pub struct Evidence<'a> {
+    pub set: &'a RecipeSet,
+    pub machine: &'a MachineFacts,
+    pub python: &'a PythonFacts,
+    /// CUDA binaries of the installed distributions, by normalized distribution name.
+    pub binaries: &'a BTreeMap<String, Binaries>,
+    /// The archs the components must run on (empty: no arch check).
+    pub archs: &'a [Arch],
+}
 
 /// What kiln can say about a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -104,12 +118,8 @@ pub fn imports_for(set: &RecipeSet, scope: &[(String, Vec<String>)]) -> Vec<Stri
 }
 
 /// Assesses every component in `scope` (closure order).
-pub fn assess(
-    set: &RecipeSet,
-    machine: &MachineFacts,
-    py: &PythonFacts,
-    scope: &[(String, Vec<String>)],
-) -> Vec<Assessment> {
+pub fn assess(ev: &Evidence, scope: &[(String, Vec<String>)]) -> Vec<Assessment> {
+    let (set, machine) = (ev.set, ev.machine);
     let mut constraints: BTreeMap<&str, Vec<Constraint>> = BTreeMap::new();
     for (name, feats) in scope {
         let Some(r) = set.get(name) else { continue };
@@ -128,7 +138,7 @@ pub fn assess(
         .filter_map(|(name, _)| set.get(name))
         .map(|r| match r.kind {
             Kind::CudaToolkit => assess_toolkit(r, machine),
-            Kind::Python => assess_python(r, py, constraints.get(r.name.as_str()).map_or(&[][..], |v| v)),
+            Kind::Python => assess_python(r, ev, constraints.get(r.name.as_str()).map_or(&[][..], |v| v)),
         })
         .collect()
 }
@@ -219,7 +229,67 @@ fn failed_imports(c: &[ImportCheck]) -> Option<String> {
     (!failed.is_empty()).then(|| failed.join("; "))
 }
 
-fn assess_python(r: &Recipe, py: &PythonFacts, constraints: &[Constraint]) -> Assessment {
+/// Files with CUDA code, and whether any can run on every target arch; `None` when the
+/// distribution holds no CUDA code at all (nothing to judge).
+fn arch_check(bins: Option<&Binaries>, ev: &Evidence) -> Option<(bool, String)> {
+    let bins = bins.filter(|b| !b.cuda.is_empty())?;
+    if ev.archs.is_empty() {
+        return None;
+    }
+    let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
+    let mut missing = Vec::new();
+    let mut found = Vec::new();
+    for &arch in ev.archs {
+        let verdicts: Vec<_> = bins.cuda.iter().map(|f| (f, runs_on(f, arch, driver))).collect();
+        let usable = verdicts.iter().filter(|(_, v)| v.usable).count();
+        if usable == 0 {
+            let held: Vec<String> = verdicts
+                .iter()
+                .map(|(f, _)| {
+                    let mut h = f.sass.clone();
+                    h.extend(f.ptx.iter().cloned());
+                    format!("{} holds {}", short(&f.path), h.join(" "))
+                })
+                .collect();
+            missing.push(format!(
+                "no kernel image for {arch} in {} CUDA binar{}: {}",
+                bins.cuda.len(),
+                if bins.cuda.len() == 1 { "y" } else { "ies" },
+                held.join("; ")
+            ));
+        } else {
+            found.push(format!(
+                "kernels for {arch} in {usable} of {} CUDA binaries",
+                bins.cuda.len()
+            ));
+        }
+    }
+    Some(if missing.is_empty() {
+        (true, found.join("; "))
+    } else {
+        (false, missing.join("; "))
+    })
+}
+
+/// The file name and its parent directory, enough to recognise it.
+fn short(path: &str) -> String {
+    let p = std::path::Path::new(path);
+    let parent = p
+        .parent()
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match parent {
+        Some(d) => format!("{d}/{name}"),
+        None => name,
+    }
+}
+
+fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Assessment {
+    let py = ev.python;
     let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
     let dist = py.dists.get(&normalize(&dist_name));
     let imports = checks(&r.imports, py);
@@ -270,9 +340,34 @@ fn assess_python(r: &Recipe, py: &PythonFacts, constraints: &[Constraint]) -> As
             }
         }
     }
+    let arch = arch_check(ev.binaries.get(&normalize(&dist_name)), ev);
+    let stale: Vec<String> = match &dist.kiln {
+        None => Vec::new(),
+        Some(rec) => rec
+            .built_against
+            .iter()
+            .filter_map(|(dep, old)| {
+                let dep_dist = ev
+                    .set
+                    .get(dep)
+                    .and_then(|d| d.dist.clone())
+                    .unwrap_or_else(|| dep.clone());
+                let now = py
+                    .fingerprint(&dep_dist)
+                    .unwrap_or_else(|| format!("{dep} not installed"));
+                (now != *old).then(|| format!("built against {old}, now {now}"))
+            })
+            .collect(),
+    };
     if let Some(why) = failed_imports(&a.imports) {
         a.status = Status::Broken;
         a.evidence = why;
+    } else if let Some((false, why)) = &arch {
+        a.status = Status::WrongArch;
+        a.evidence = why.clone();
+    } else if !stale.is_empty() {
+        a.status = Status::Stale;
+        a.evidence = stale.join("; ");
     } else if !outdated.is_empty() {
         a.status = Status::Outdated;
         a.evidence = outdated.join("; ");
@@ -290,6 +385,9 @@ fn assess_python(r: &Recipe, py: &PythonFacts, constraints: &[Constraint]) -> As
         } else {
             format!("{} {}; imports ran: {}", dist_name, dist.version, proofs.join(", "))
         };
+        if let Some((true, found)) = &arch {
+            a.evidence = format!("{}; {found}", a.evidence);
+        }
     }
     for (fname, f) in &r.features {
         let c = checks(&f.imports, py);

@@ -90,9 +90,14 @@ impl World {
 
     /// kiln on the fixture recipes and the world's venv.
     pub fn kiln(&self) -> Command {
+        self.kiln_with(&self.recipes)
+    }
+
+    /// kiln on another recipe directory and the world's venv.
+    pub fn kiln_with(&self, recipes: &Path) -> Command {
         let mut c = kiln_bare();
         c.arg("--recipes")
-            .arg(&self.recipes)
+            .arg(recipes)
             .arg("--python")
             .arg(&self.python)
             .arg("--cache-dir")
@@ -159,4 +164,28 @@ pub fn stdout_json(out: &std::process::Output) -> serde_json::Value {
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// nvcc, cuobjdump and friends from PyPI, installed once into target/.
+pub fn cuda() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda13");
+        if !dir.join("nvidia/cu13/bin/cuobjdump").exists() {
+            let st = StdCommand::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
+                .arg(&dir)
+                .args([
+                    "nvidia-cuda-nvcc",
+                    "nvidia-nvvm",
+                    "nvidia-cuda-crt",
+                    "nvidia-cuda-runtime",
+                    "nvidia-cuda-cuobjdump",
+                ])
+                .status()
+                .unwrap();
+            assert!(st.success(), "cannot install NVIDIA's compiler wheels from PyPI");
+        }
+        dir.join("nvidia/cu13")
+    })
 }

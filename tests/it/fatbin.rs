@@ -2,35 +2,10 @@
 //! compiler wheels from PyPI (no GPU needed): a matrix of targets, compression modes and link
 //! styles. Each payload is also decompressed and checked (cubin ELF header, PTX `.target`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command as StdCommand;
-use std::sync::OnceLock;
 
-use crate::common::{kiln_bare, stdout_json, text};
-
-/// nvcc, cuobjdump and friends from PyPI, installed once into target/.
-fn cuda() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda13");
-        if !dir.join("nvidia/cu13/bin/cuobjdump").exists() {
-            let st = StdCommand::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
-                .arg(&dir)
-                .args([
-                    "nvidia-cuda-nvcc",
-                    "nvidia-nvvm",
-                    "nvidia-cuda-crt",
-                    "nvidia-cuda-runtime",
-                    "nvidia-cuda-cuobjdump",
-                ])
-                .status()
-                .unwrap();
-            assert!(st.success(), "cannot install NVIDIA's compiler wheels from PyPI");
-        }
-        dir.join("nvidia/cu13")
-    })
-}
+use crate::common::{cuda, kiln_bare, stdout_json, text};
 
 fn run(cmd: &mut StdCommand) {
     let out = cmd.output().unwrap();

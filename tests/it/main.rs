@@ -6,3 +6,4 @@ mod fatbin;
 mod recipes;
 mod sources;
 mod stack;
+mod truth;

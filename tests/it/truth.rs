@@ -1,0 +1,131 @@
+//! The truthful probe on real builds: kernels cross-compiled for the wrong arch are `wrong-arch`
+//! with the files as evidence; a dependency changed behind kiln's back makes its ABI dependents
+//! `stale` with old → new.
+
+use std::process::Command as StdCommand;
+
+use crate::common::{World, cuda, stdout_json, text};
+
+fn component<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn kernels_for_another_arch_are_wrong_arch_and_a_rebuild_fixes_them() {
+    let w = World::new();
+    let recipes = w.dir.path().join("fixtures/cuda-recipes");
+    let cuda_home = cuda().to_path_buf();
+    let kiln = |args: &[&str]| {
+        let mut c = w.kiln_with(&recipes);
+        c.env("CUDA_HOME", &cuda_home).args(args);
+        c.output().unwrap()
+    };
+    // Built for Hopper only (sm_90), by nvcc from PyPI: no GPU involved.
+    let out = kiln(&["install", "--arch", "9.0"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"]));
+    let c = component(&v, "fixture-cuda");
+    assert_eq!(c["status"], "wrong-arch");
+    assert_eq!(
+        c["evidence"],
+        "no kernel image for 12.0 in 1 CUDA binary: kiln_fixture_cuda/_kernels.so holds sm_90"
+    );
+    assert_eq!(component(&v, "cuda-toolkit")["status"], "ok");
+    // The plan rebuilds it for 12.0, spelled the way the package wants it.
+    let v = stdout_json(&kiln(&["plan", "--json", "--arch", "12.0"]));
+    let step = &v["steps"][1];
+    assert_eq!(
+        (step["name"].as_str(), step["action"].as_str()),
+        (Some("fixture-cuda"), Some("rebuild"))
+    );
+    assert_eq!(step["env"]["FIXTURE_CUDA_ARCHS"], "120");
+    let out = kiln(&["install", "--arch", "12.0"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"]));
+    let c = component(&v, "fixture-cuda");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .ends_with("kernels for 12.0 in 1 of 1 CUDA binaries"),
+        "{c}"
+    );
+    // kiln records what it built, for which arch and toolkit.
+    let rec = w
+        .py("import importlib.metadata as m; print(m.distribution('kiln-fixture-cuda').read_text('kiln.json'))")
+        .unwrap();
+    let rec: serde_json::Value = serde_json::from_str(&rec).unwrap();
+    assert_eq!(rec["archs"], serde_json::json!(["12.0"]));
+    assert!(rec["cuda"].as_str().unwrap().starts_with("13."));
+}
+
+#[test]
+fn a_dependency_replaced_behind_kilns_back_makes_abi_dependents_stale() {
+    let w = World::new();
+    w.edit("recipes/fixture-app.toml", "abi = false", "abi = true");
+    assert!(w.kiln().arg("install").output().unwrap().status.success());
+    let rec = w
+        .py("import importlib.metadata as m; print(m.distribution('kiln-fixture-app').read_text('kiln.json'))")
+        .unwrap();
+    let rec: serde_json::Value = serde_json::from_str(&rec).unwrap();
+    let old = rec["built_against"]["fixture-cext"].as_str().unwrap().to_string();
+    assert!(old.starts_with("kiln-fixture-cext 1.0.0 wheel "), "{old}");
+
+    // The user rebuilds the C extension by hand with pip: a new binary kiln did not make.
+    w.edit(
+        "packages/kiln-fixture-cext/pyproject.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.0.1\"",
+    );
+    let out = StdCommand::new(&w.python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--force-reinstall",
+        ])
+        .arg(w.packages.join("kiln-fixture-cext"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        !text(&out.stderr).contains("invalid metadata"),
+        "kiln.json is removed with its dist: {}",
+        text(&out.stderr)
+    );
+    let v = stdout_json(&w.kiln().args(["doctor", "--json"]).output().unwrap());
+    assert_eq!(component(&v, "fixture-cext")["status"], "ok");
+    let app = component(&v, "fixture-app");
+    assert_eq!(app["status"], "stale");
+    assert_eq!(
+        app["evidence"],
+        format!("built against {old}, now kiln-fixture-cext 1.0.1")
+    );
+    let v = stdout_json(&w.kiln().args(["plan", "--json"]).output().unwrap());
+    let actions: Vec<(&str, &str)> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("fixture-cext", "keep"),
+            ("fixture-pure", "keep"),
+            ("fixture-app", "rebuild")
+        ]
+    );
+    assert!(w.kiln().arg("install").output().unwrap().status.success());
+    let v = stdout_json(&w.kiln().args(["doctor", "--json"]).output().unwrap());
+    assert_eq!(component(&v, "fixture-app")["status"], "ok");
+}
