@@ -177,6 +177,11 @@ impl Session {
         })
     }
 
+    /// Verdicts for the runtime backends of the consumers in scope.
+    pub fn backends(&self) -> Vec<resolve::backends::BackendVerdict> {
+        resolve::backends::verdicts(&self.set, &self.machine, &self.assessments, &self.scope, &self.archs)
+    }
+
     pub fn plan(&self, g: &Global) -> Plan {
         resolve::plan::make(
             &self.set,

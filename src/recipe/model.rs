@@ -110,6 +110,28 @@ pub struct Feature {
     pub imports: Vec<String>,
 }
 
+/// A runtime backend a consumer offers (`--moe-runner-backend flashinfer_cutlass`), and what it
+/// needs to work.
+#[derive(Debug, Clone, Serialize)]
+pub struct Backend {
+    pub flag: String,
+    pub value: String,
+    /// Components (with features) it needs besides its consumer.
+    pub needs: Vec<(String, Vec<String>)>,
+    /// The GPU archs it runs on; `None` means no restriction beyond its needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arch: Option<Vec<crate::arch::Arch>>,
+    /// The CUDA toolkit it needs at run time (JIT compiles), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    #[serde(skip)]
+    pub cuda_req: Option<semver::VersionReq>,
+    /// The reason for the arch or toolkit rule, with its source.
+    pub why: String,
+    #[serde(skip)]
+    pub span: Option<Range<usize>>,
+}
+
 /// One validated recipe.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recipe {
@@ -135,6 +157,9 @@ pub struct Recipe {
     /// Imports that prove the component works.
     pub imports: Vec<String>,
     pub features: BTreeMap<String, Feature>,
+    /// Runtime backends this component offers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backends: Vec<Backend>,
     /// The file it came from, as shown to users.
     pub file: String,
     /// The directory relative paths resolve against (`None` for embedded recipes).

@@ -14,12 +14,13 @@ use pep440_rs::{Version, VersionSpecifiers};
 use toml_edit::{Document, Item, TableLike};
 
 use super::diag::Diagnostic;
-use super::model::{Build, Dependency, Feature, Kind, Recipe, Requires, Source};
+use super::model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Source};
 use super::template::{Template, Var};
 
 const TOP: &[&str] = &[
-    "package", "source", "requires", "depends", "build", "install", "verify", "features",
+    "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends",
 ];
+const BACKEND: &[&str] = &["flag", "value", "needs", "arch", "cuda", "why"];
 const PACKAGE: &[&str] = &["name", "dist", "kind", "version", "accepts", "summary"];
 const SOURCE: &[&str] = &[
     "sdist",
@@ -565,6 +566,20 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         }
     }
 
+    let mut backends = Vec::new();
+    if let Some(item) = root.get("backends") {
+        match item.as_array_of_tables() {
+            Some(arr) => {
+                for t in arr.iter() {
+                    if let Some(b) = parse_backend(&mut cx, t) {
+                        backends.push(b);
+                    }
+                }
+            }
+            None => cx.wrong_type(item, "an array of tables ([[backends]])", "backends", ""),
+        }
+    }
+
     if kind == Kind::Python && source.is_none() && !cx.diags.iter().any(|d| d.message.contains("[source]")) {
         cx.error(
             Some(0..0),
@@ -606,8 +621,66 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         install_deps,
         imports,
         features,
+        backends,
         file: file.to_string(),
         dir,
+    })
+}
+
+fn parse_backend(cx: &mut Ctx, t: &toml_edit::Table) -> Option<Backend> {
+    let section = "backends";
+    cx.check_keys(t, section, BACKEND);
+    let header = t.span();
+    let flag = cx.required(t, "flag", section, header.clone());
+    let value = cx.required(t, "value", section, header.clone());
+    let why = cx.required(t, "why", section, header.clone());
+    let mut needs = Vec::new();
+    for n in cx.strings(t, "needs", section).unwrap_or_default() {
+        match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&n.value) {
+            Ok(req) if req.version_or_url.is_none() => {
+                needs.push((req.name.to_string(), req.extras.iter().map(|e| e.to_string()).collect()));
+            }
+            _ => cx.error(
+                n.span,
+                format!("`{}` is not a component name with optional features", n.value),
+                Some("e.g. \"flashinfer[cutedsl]\"".into()),
+            ),
+        }
+    }
+    let arch = match cx.strings(t, "arch", section) {
+        None => None,
+        Some(list) => {
+            let mut out = Vec::new();
+            for a in list {
+                match a.value.parse::<crate::arch::Arch>() {
+                    Ok(x) => out.push(x),
+                    Err(e) => cx.error(a.span, e.to_string(), None),
+                }
+            }
+            Some(out)
+        }
+    };
+    let mut cuda_req = None;
+    let cuda = cx.string(t, "cuda", section).map(|c| {
+        match semver::VersionReq::parse(&c.value) {
+            Ok(r) => cuda_req = Some(r),
+            Err(e) => cx.error(
+                c.span.clone(),
+                format!("bad CUDA version requirement `{}`", c.value),
+                Some(e.to_string()),
+            ),
+        }
+        c.value
+    });
+    Some(Backend {
+        flag: flag?.value,
+        value: value?.value,
+        needs,
+        arch,
+        cuda,
+        cuda_req,
+        why: why?.value,
+        span: header,
     })
 }
 

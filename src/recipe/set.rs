@@ -173,6 +173,29 @@ impl RecipeSet {
                 }
             }
         }
+        // Backends must name known components and features.
+        for r in recipes.values() {
+            for b in &r.backends {
+                for (need, feats) in &b.needs {
+                    let problem = match recipes.get(need) {
+                        None => Some(format!("backend `{}` needs unknown component `{need}`", b.value)),
+                        Some(t) => feats
+                            .iter()
+                            .find(|f| !t.features.contains_key(*f))
+                            .map(|f| format!("backend `{}` needs `{need}[{f}]`, which has no such feature", b.value)),
+                    };
+                    if let Some(message) = problem {
+                        diags.push(Diagnostic::new(
+                            &r.file,
+                            &sources[&r.file],
+                            b.span.clone(),
+                            message,
+                            None,
+                        ));
+                    }
+                }
+            }
+        }
         // Files with other problems still get their unknown dependency names reported.
         for (file, deps) in &rejected {
             for dep in deps

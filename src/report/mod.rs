@@ -36,6 +36,7 @@ pub fn doctor_json(s: &Session) -> serde_json::Value {
     serde_json::json!({
         "machine": machine_json(s),
         "components": s.assessments,
+        "backends": s.backends(),
         "binaries": s.binaries.iter().map(|(dist, b)| serde_json::json!({
             "dist": dist,
             "files": b.cuda.iter().map(|f| serde_json::json!({"path": f.path, "sass": f.sass, "ptx": f.ptx})).collect::<Vec<_>>(),
@@ -126,6 +127,20 @@ pub fn doctor_human(s: &Session) {
                 "",
                 f.evidence
             );
+        }
+    }
+    let backends = s.backends();
+    if !backends.is_empty() {
+        println!();
+        println!("backends");
+        let w = backends
+            .iter()
+            .map(|b| b.component.len() + b.flag.len() + b.value.len() + 2)
+            .max()
+            .unwrap_or(0);
+        for b in &backends {
+            let label = format!("{} {} {}", b.component, b.flag, b.value);
+            println!("  {label:w$}  {:11}  {}", b.status.as_str(), b.why);
         }
     }
     let bad = s
