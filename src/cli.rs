@@ -39,6 +39,18 @@ pub struct Global {
     /// Compile jobs per build [default: min(CPUs, available memory / the recipe's memory_per_job)]
     #[arg(long, short = 'j', global = true, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Time limit for each import the probe tries; a hanging import is reported, not waited for
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        env = "KILN_IMPORT_TIMEOUT",
+        default_value_t = 120
+    )]
+    pub import_timeout: u64,
+    /// Probe the environment again even if nothing in it changed since the last run
+    #[arg(long, global = true)]
+    pub refresh: bool,
     /// Plain progress lines instead of spinners
     #[arg(long, global = true)]
     pub no_progress: bool,

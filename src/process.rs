@@ -172,11 +172,14 @@ fn open_log(log: &Path) -> std::io::Result<File> {
     OpenOptions::new().create(true).append(true).open(log)
 }
 
-fn describe_status(s: &std::process::ExitStatus) -> String {
+/// `exit status 3`, `killed by signal 11 (SIGSEGV)`.
+pub fn describe_status(s: &std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (s.code(), s.signal()) {
         (Some(c), _) => format!("exit status {c}"),
         (None, Some(9)) => "killed by signal 9 (SIGKILL; out of memory?)".into(),
+        (None, Some(11)) => "killed by signal 11 (SIGSEGV)".into(),
+        (None, Some(6)) => "killed by signal 6 (SIGABRT)".into(),
         (None, Some(sig)) => format!("killed by signal {sig}"),
         _ => "unknown status".into(),
     }

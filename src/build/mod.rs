@@ -94,6 +94,8 @@ pub struct Context<'a> {
     pub logs: PathBuf,
     pub installer: Installer,
     pub jobs: Option<usize>,
+    /// Time limit for each import during verification.
+    pub import_timeout: Duration,
     /// The facts the plan was made from (installed dists, for backups and constraints).
     pub facts: &'a PythonFacts,
 }
@@ -486,8 +488,8 @@ fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<PythonFacts, BuildFai
             imports.extend(feat.imports.iter().cloned());
         }
     }
-    let facts = python::probe(&cx.python, &imports, Duration::from_secs(600))
-        .map_err(|e| fail(step, Phase::Verify, e.to_string()))?;
+    let facts =
+        python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| fail(step, Phase::Verify, e.to_string()))?;
     let failed: Vec<String> = imports
         .iter()
         .filter_map(|m| {

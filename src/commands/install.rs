@@ -50,6 +50,7 @@ pub fn run(g: &Global, targets: &[String], dry_run: bool) -> CmdResult {
         logs: logs.clone(),
         installer: Installer::detect(),
         jobs: g.jobs,
+        import_timeout: std::time::Duration::from_secs(g.import_timeout.max(1)),
         facts: &s.facts,
     };
     let reporter = report::progress::Progress::new(g.no_progress || g.json, g.quiet);

@@ -144,8 +144,8 @@ impl Session {
         };
         let scope = set.closure(&wanted);
         let imports = resolve::status::imports_for(&set, &scope);
-        let facts =
-            python::probe(&python, &imports, Duration::from_secs(600)).map_err(|e| Failure::User(e.to_string()))?;
+        let facts = python::probe(&python, &imports, Duration::from_secs(g.import_timeout.max(1)))
+            .map_err(|e| Failure::User(e.to_string()))?;
         let mut binaries = std::collections::BTreeMap::new();
         for (name, _) in &scope {
             let Some(dist) = set.get(name).and_then(|r| r.dist.as_deref()) else {

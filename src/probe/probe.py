@@ -1,7 +1,8 @@
 # kiln's interpreter probe. Run as `python -I -B -c <this>` with a JSON request on stdin:
 #   {"imports": ["torch", "flashinfer", ...]}
-# Prints one JSON object on stdout: the interpreter, every installed distribution, and for each
-# requested import whether it ran, with the exact exception text when it did not.
+# Prints JSON lines on stdout: {"start": module} before each import, {"result": module, "outcome":
+# ...} after it (whether it ran, with the exact exception text when it did not), and last
+# {"final": ...} with the interpreter, every installed distribution and torch's ABI facts.
 # Standard library only; works on Python 3.8+.
 import json
 import os
@@ -106,6 +107,12 @@ def main():
     # Keep the JSON channel clean: anything a module prints goes to stderr.
     real_stdout = sys.stdout
     sys.stdout = sys.stderr
+
+    def say(obj):
+        # One JSON object per line, flushed, so kiln can tell which import hangs or crashes.
+        real_stdout.write(json.dumps(obj) + "\n")
+        real_stdout.flush()
+
     paths = {}
     try:
         import sysconfig
@@ -127,10 +134,10 @@ def main():
         "imports": {},
     }
     for name in request.get("imports", []):
-        result["imports"][name] = try_import(name)
+        say({"start": name})
+        say({"result": name, "outcome": try_import(name)})
     result["torch"] = torch_facts()
-    real_stdout.write(json.dumps(result))
-    real_stdout.flush()
+    say({"final": result})
 
 
 main()

@@ -12,8 +12,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::process::Cmd;
-
 const SCRIPT: &str = include_str!("probe.py");
 
 /// The interpreter itself.
@@ -131,7 +129,6 @@ impl PythonFacts {
 struct Raw {
     python: Interpreter,
     dists: Vec<Dist>,
-    imports: BTreeMap<String, ImportResult>,
     #[serde(default)]
     torch: Option<TorchFacts>,
 }
@@ -175,46 +172,173 @@ pub fn normalize(name: &str) -> String {
     out
 }
 
-/// Runs the probe on `python`, trying `imports` in the given order.
-pub fn probe(python: &Path, imports: &[String], timeout: Duration) -> Result<PythonFacts, ProbeError> {
+/// Runs the probe on `python`, trying `imports` in the given order, each within `per_import`.
+///
+/// Normally one process does everything. An import that hangs past its time limit, or that
+/// crashes the interpreter (segfault, abort), is pinned on that module from the probe's own
+/// progress lines; the probe then runs again for the imports that had not run yet, so every
+/// other component still reports.
+pub fn probe(python: &Path, imports: &[String], per_import: Duration) -> Result<PythonFacts, ProbeError> {
     let py = python.display().to_string();
+    let mut results: BTreeMap<String, ImportResult> = BTreeMap::new();
+    let mut remaining: Vec<String> = imports.to_vec();
+    loop {
+        let run = run_once(&py, &remaining, per_import)?;
+        let done: Vec<String> = run.results.keys().cloned().collect();
+        results.extend(run.results);
+        match (run.stopped, run.final_) {
+            (None, Some(raw)) => {
+                return Ok(PythonFacts {
+                    python: raw.python,
+                    dists: raw.dists.into_iter().map(|d| (normalize(&d.name), d)).collect(),
+                    imports: results,
+                    torch: raw.torch,
+                });
+            }
+            (None, None) => {
+                return Err(ProbeError::BadAnswer {
+                    python: py,
+                    detail: "the probe ended without its final answer".into(),
+                });
+            }
+            (Some((module, why)), _) => {
+                results.insert(
+                    module.clone(),
+                    ImportResult {
+                        ok: false,
+                        error: Some(why),
+                        traceback: None,
+                        file: None,
+                        seconds: 0.0,
+                    },
+                );
+                remaining.retain(|m| *m != module && !done.contains(m));
+            }
+        }
+    }
+}
+
+struct Run {
+    results: BTreeMap<String, ImportResult>,
+    /// The import that hung or crashed the interpreter, and what happened.
+    stopped: Option<(String, String)>,
+    final_: Option<Raw>,
+}
+
+fn run_once(py: &str, imports: &[String], per_import: Duration) -> Result<Run, ProbeError> {
+    use std::io::{BufRead, BufReader};
+    use std::sync::Arc;
+    use std::sync::mpsc;
+
     let request = serde_json::json!({ "imports": imports }).to_string();
     // An empty directory as cwd, so that nothing in the user's cwd shadows a package.
-    let cwd = std::env::temp_dir();
-    let out = Cmd::new(&py)
-        .args(["-I", "-B", "-c", SCRIPT])
-        .cwd(cwd)
-        .capture(request.as_bytes(), timeout)
+    let reader = duct::cmd(py, ["-I", "-B", "-c", SCRIPT])
+        .dir(std::env::temp_dir())
+        .stdin_bytes(request)
+        .stderr_capture()
+        .unchecked()
+        .reader()
         .map_err(|source| ProbeError::Spawn {
-            python: py.clone(),
+            python: py.to_string(),
             source,
         })?;
-    if out.timed_out {
-        return Err(ProbeError::Timeout {
-            python: py,
-            seconds: timeout.as_secs(),
-        });
+    let reader = Arc::new(reader);
+    let (tx, rx) = mpsc::channel::<String>();
+    let r2 = Arc::clone(&reader);
+    let thread = std::thread::spawn(move || {
+        for line in BufReader::new(&*r2).lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    let mut run = Run {
+        results: BTreeMap::new(),
+        stopped: None,
+        final_: None,
+    };
+    let mut current: Option<String> = None;
+    // Listing distributions before the first import gets a generous limit of its own.
+    let mut limit = per_import.max(Duration::from_secs(60));
+    loop {
+        match rx.recv_timeout(limit) {
+            Ok(line) => {
+                let v: serde_json::Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(_) => continue, // not ours (a module wrote to the real stdout)
+                };
+                if let Some(m) = v.get("start").and_then(|m| m.as_str()) {
+                    current = Some(m.to_string());
+                    limit = per_import;
+                } else if let (Some(m), Some(o)) = (v.get("result").and_then(|m| m.as_str()), v.get("outcome")) {
+                    if let Ok(res) = serde_json::from_value::<ImportResult>(o.clone()) {
+                        run.results.insert(m.to_string(), res);
+                    }
+                    current = None;
+                } else if let Some(f) = v.get("final") {
+                    let raw: Raw = serde_json::from_value(f.clone()).map_err(|e| ProbeError::BadAnswer {
+                        python: py.to_string(),
+                        detail: e.to_string(),
+                    })?;
+                    run.final_ = Some(raw);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let _ = reader.kill();
+                let _ = thread.join();
+                return match current {
+                    Some(m) => {
+                        run.stopped = Some((
+                            m,
+                            format!("timed out: the import did not finish within {} s", per_import.as_secs()),
+                        ));
+                        Ok(run)
+                    }
+                    None => Err(ProbeError::Timeout {
+                        python: py.to_string(),
+                        seconds: limit.as_secs(),
+                    }),
+                };
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
     }
-    if !out.success {
-        return Err(ProbeError::Failed {
-            python: py,
-            status: out.status,
-            stderr: last_lines(&out.stderr, 15),
-        });
+    let _ = thread.join();
+    let (status, stderr) = match reader.try_wait() {
+        Ok(Some(out)) => (out.status, String::from_utf8_lossy(&out.stderr).into_owned()),
+        _ => {
+            return Err(ProbeError::BadAnswer {
+                python: py.to_string(),
+                detail: "lost the probe process".into(),
+            });
+        }
+    };
+    if run.final_.is_some() {
+        return Ok(run);
     }
-    let raw: Raw = serde_json::from_str(out.stdout.trim()).map_err(|e| ProbeError::BadAnswer {
-        python: py,
-        detail: format!(
-            "{e}; stdout began with {:?}",
-            out.stdout.chars().take(120).collect::<String>()
-        ),
-    })?;
-    Ok(PythonFacts {
-        python: raw.python,
-        dists: raw.dists.into_iter().map(|d| (normalize(&d.name), d)).collect(),
-        imports: raw.imports,
-        torch: raw.torch,
-    })
+    let how = crate::process::describe_status(&status);
+    match current {
+        Some(m) => {
+            let tail = last_lines(&stderr, 3);
+            let detail = if tail.is_empty() {
+                String::new()
+            } else {
+                format!(": {tail}")
+            };
+            run.stopped = Some((m, format!("crashed the interpreter ({how}){detail}")));
+            Ok(run)
+        }
+        None => Err(ProbeError::Failed {
+            python: py.to_string(),
+            status: how,
+            stderr: last_lines(&stderr, 15),
+        }),
+    }
 }
 
 fn last_lines(s: &str, n: usize) -> String {

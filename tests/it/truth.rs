@@ -129,3 +129,55 @@ fn a_dependency_replaced_behind_kilns_back_makes_abi_dependents_stale() {
     let v = stdout_json(&w.kiln().args(["doctor", "--json"]).output().unwrap());
     assert_eq!(component(&v, "fixture-app")["status"], "ok");
 }
+
+#[test]
+fn an_import_that_crashes_or_hangs_is_pinned_on_its_component_and_the_others_still_report() {
+    let w = World::new();
+    let site = w.site_packages();
+    std::fs::write(site.join("kiln_crash.py"), "import ctypes\nctypes.string_at(0)\n").unwrap();
+    std::fs::write(site.join("kiln_hang.py"), "import time\ntime.sleep(600)\n").unwrap();
+    std::fs::write(site.join("kiln_fine.py"), "VALUE = 1\n").unwrap();
+    let dir = w.dir.path().join("iso");
+    std::fs::create_dir(&dir).unwrap();
+    // Three components on a distribution every venv has (pip), each proving itself by one import;
+    // `a-crash` is probed first, then `b-hang`, then `c-fine`.
+    for (name, module) in [
+        ("a-crash", "kiln_crash"),
+        ("b-hang", "kiln_hang"),
+        ("c-fine", "kiln_fine"),
+    ] {
+        std::fs::write(
+            dir.join(format!("{name}.toml")),
+            format!("[package]\nname = \"{name}\"\ndist = \"pip\"\nversion = \"1\"\naccepts = \"*\"\n[source]\npath = \".\"\n[verify]\nimports = [\"{module}\"]\n"),
+        )
+        .unwrap();
+    }
+    let started = std::time::Instant::now();
+    let out = w
+        .kiln_with(&dir)
+        .args(["doctor", "--json", "--import-timeout", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the hang was not waited for"
+    );
+    let v = stdout_json(&out);
+    let crash = component(&v, "a-crash");
+    assert_eq!(crash["status"], "broken");
+    assert!(
+        crash["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("import kiln_crash failed: crashed the interpreter (killed by signal 11 (SIGSEGV))"),
+        "{crash}"
+    );
+    let hang = component(&v, "b-hang");
+    assert_eq!(hang["status"], "broken");
+    assert_eq!(
+        hang["evidence"],
+        "import kiln_hang failed: timed out: the import did not finish within 3 s"
+    );
+    assert_eq!(component(&v, "c-fine")["status"], "ok");
+}
