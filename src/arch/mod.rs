@@ -19,10 +19,10 @@ pub mod run;
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A GPU compute capability, e.g. 12.0 for RTX PRO 6000 / RTX 5090.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Arch {
     pub major: u32,
     pub minor: u32,

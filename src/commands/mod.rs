@@ -126,6 +126,8 @@ pub struct Session {
     pub facts: PythonFacts,
     pub binaries: std::collections::BTreeMap<String, crate::probe::binaries::Binaries>,
     pub assessments: Vec<Assessment>,
+    /// Whether the Python facts came from the probe cache.
+    pub probe_cache: probe_mod::cache::CacheUse,
 }
 
 impl Session {
@@ -137,24 +139,33 @@ impl Session {
             None => None,
         };
         let (python, python_source) = python::choose(g.python.as_deref()).map_err(Failure::User)?;
-        let machine = probe_mod::machine::probe();
+        let cache = Session::cache_dir(g);
+        let machine = probe_mod::cache::machine_facts(&cache, g.refresh, probe_mod::machine::probe);
         let (archs, arch_source) = match archs_flag {
             Some(a) => (a, "--arch".to_string()),
             None => (machine.gpu_archs(), format!("GPUs ({})", machine.gpu_source)),
         };
         let scope = set.closure(&wanted);
         let imports = resolve::status::imports_for(&set, &scope);
-        let facts = python::probe(&python, &imports, Duration::from_secs(g.import_timeout.max(1)))
-            .map_err(|e| Failure::User(e.to_string()))?;
-        let mut binaries = std::collections::BTreeMap::new();
-        for (name, _) in &scope {
-            let Some(dist) = set.get(name).and_then(|r| r.dist.as_deref()) else {
-                continue;
-            };
-            if let Some(d) = facts.dists.get(&probe_mod::normalize(dist)) {
-                binaries.insert(probe_mod::normalize(dist), probe_mod::binaries::scan(d));
-            }
-        }
+        let dists: Vec<String> = scope
+            .iter()
+            .filter_map(|(name, _)| set.get(name).and_then(|r| r.dist.as_deref()).map(probe_mod::normalize))
+            .collect();
+        let timeout = Duration::from_secs(g.import_timeout.max(1));
+        let (facts, binaries, probe_cache) =
+            probe_mod::cache::python_facts(&cache, &python, &imports, &dists, g.refresh, || {
+                let facts = python::probe(&python, &imports, timeout).map_err(|e| Failure::User(e.to_string()))?;
+                let binaries = dists
+                    .iter()
+                    .filter_map(|d| {
+                        facts
+                            .dists
+                            .get(d)
+                            .map(|dist| (d.clone(), probe_mod::binaries::scan(dist)))
+                    })
+                    .collect();
+                Ok((facts, binaries))
+            })?;
         let evidence = resolve::status::Evidence {
             set: &set,
             machine: &machine,
@@ -174,6 +185,7 @@ impl Session {
             facts,
             binaries,
             assessments,
+            probe_cache,
         })
     }
 

@@ -3,7 +3,7 @@
 
 use object::read::elf::{ElfFile32, ElfFile64};
 use object::{Endianness, FileKind, Object, ObjectSection};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Fatbin, FatbinError, UnknownEntry};
 
@@ -20,7 +20,7 @@ const ENTRY_MIN: usize = 64;
 const MAX_UNCOMPRESSED: u64 = 1 << 30;
 
 /// SASS or PTX.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ImageKind {
     Cubin,
@@ -28,7 +28,7 @@ pub enum ImageKind {
 }
 
 /// Plain, arch-specific (`a`) or family-specific (`f`), from the entry flags (bits 20 and 21).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
     Plain,
@@ -46,7 +46,7 @@ impl Variant {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     None,
@@ -55,7 +55,7 @@ pub enum Compression {
 }
 
 /// One kernel image in a fatbin.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Image {
     pub kind: ImageKind,
     /// SM number without suffix: 120 for sm_120a.

@@ -15,12 +15,12 @@ mod layout;
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use layout::{Compression, Image, ImageKind, Variant, payload};
 
 /// One fatbin (one translation unit, or nvcc's device-link stub).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fatbin {
     /// Where it was found: `.nv_fatbin`, `__nv_relfatbin`, or `file` for a raw fatbin.
     pub section: String,
@@ -40,14 +40,14 @@ impl Fatbin {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UnknownEntry {
     pub offset: u64,
     pub kind: u16,
 }
 
 /// What one file holds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileReport {
     pub path: String,
     /// Distinct SASS targets the runtime can load, sorted: `sm_90`, `sm_120a`, ...

@@ -6,13 +6,13 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::fatbin::{self, FileReport};
 use crate::probe::python::Dist;
 
 /// The shared objects of one distribution that hold CUDA code, and the ones that could not be read.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Binaries {
     /// Files with at least one loadable kernel image.
     pub cuda: Vec<FileReport>,

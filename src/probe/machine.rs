@@ -8,27 +8,27 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::arch::{self, Arch};
 use crate::process::Cmd;
 
 /// One GPU.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Gpu {
     pub name: String,
     pub arch: Arch,
 }
 
 /// A fact and where it came from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sourced<T> {
     pub value: T,
     pub source: String,
 }
 
 /// The CUDA toolkit found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Toolkit {
     pub version: semver::Version,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -39,7 +39,7 @@ pub struct Toolkit {
 }
 
 /// What kiln knows about the machine.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MachineFacts {
     pub gpus: Vec<Gpu>,
     pub gpu_source: String,
@@ -247,6 +247,13 @@ pub fn lenient_semver(s: &str) -> Option<semver::Version> {
         [a, b, c, ..] => Some(semver::Version::new(*a, *b, *c)),
         [] => None,
     }
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+pub fn memory_available() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_meminfo(&t))
 }
 
 fn parse_meminfo(text: &str) -> Option<u64> {

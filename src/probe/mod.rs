@@ -3,6 +3,7 @@
 //! `machine` reads GPUs, driver and toolkit; `python` runs the embedded probe script once.
 
 pub mod binaries;
+pub mod cache;
 pub mod machine;
 pub mod python;
 

@@ -22,6 +22,9 @@ pub struct Interpreter {
     pub implementation: String,
     pub prefix: String,
     pub base_prefix: String,
+    /// `purelib`, `platlib`, `scripts` from sysconfig.
+    #[serde(default)]
+    pub paths: BTreeMap<String, Option<String>>,
 }
 
 /// One installed distribution.

@@ -64,6 +64,7 @@ fn machine_json(s: &Session) -> serde_json::Value {
         "target_archs": s.archs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
         "target_archs_from": s.arch_source,
         "recipes": s.set.origin,
+        "probe_cache": s.probe_cache,
     })
 }
 

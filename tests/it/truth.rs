@@ -181,3 +181,65 @@ fn an_import_that_crashes_or_hangs_is_pinned_on_its_component_and_the_others_sti
     );
     assert_eq!(component(&v, "c-fine")["status"], "ok");
 }
+
+#[test]
+fn an_unchanged_environment_is_rechecked_without_starting_python() {
+    let w = World::new();
+    assert!(w.kiln().arg("install").output().unwrap().status.success());
+    // A python that logs every start, so the test sees whether kiln ran it.
+    let log = w.dir.path().join("python-starts.log");
+    let wrapper = w.dir.path().join("python-logged");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho start >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            w.python.display()
+        ),
+    )
+    .unwrap();
+    StdCommand::new("chmod").arg("755").arg(&wrapper).status().unwrap();
+    let starts = || std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0);
+    let doctor = |extra: &[&str]| {
+        let mut c = crate::common::kiln_bare();
+        c.arg("--recipes")
+            .arg(&w.recipes)
+            .arg("--python")
+            .arg(&wrapper)
+            .arg("--cache-dir")
+            .arg(&w.cache);
+        let out = c.args(["doctor", "--json"]).args(extra).output().unwrap();
+        stdout_json(&out)
+    };
+    let first = doctor(&[]);
+    assert_eq!(first["machine"]["probe_cache"], "miss");
+    assert_eq!(starts(), 1);
+    let again = doctor(&[]);
+    assert_eq!(again["machine"]["probe_cache"], "hit");
+    assert_eq!(starts(), 1, "no Python process on a warm, unchanged environment");
+    assert_eq!(again["components"], first["components"]);
+
+    // An edited file of a package invalidates it.
+    let words = w.site_packages().join("kiln_fixture_pure/words.py");
+    let text = std::fs::read_to_string(&words).unwrap();
+    std::fs::write(&words, format!("{text}\nraise ImportError('edited')\n")).unwrap();
+    let edited = doctor(&[]);
+    assert_eq!(edited["machine"]["probe_cache"], "miss");
+    assert_eq!(component(&edited, "fixture-pure")["status"], "broken");
+    assert_eq!(starts(), 2);
+    std::fs::write(&words, text).unwrap();
+
+    // So does a removal.
+    let st = StdCommand::new(&w.python)
+        .args(["-m", "pip", "uninstall", "-y", "-q", "kiln-fixture-app"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let removed = doctor(&[]);
+    assert_eq!(removed["machine"]["probe_cache"], "miss");
+    assert_eq!(component(&removed, "fixture-app")["status"], "missing");
+
+    // --refresh probes even when nothing changed.
+    assert_eq!(doctor(&[])["machine"]["probe_cache"], "hit");
+    assert_eq!(doctor(&["--refresh"])["machine"]["probe_cache"], "refresh");
+}
