@@ -28,7 +28,7 @@ pub struct Fatbin {
     pub offset: u64,
     pub images: Vec<Image>,
     /// Entries of a kind this reader does not know, by file offset.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<UnknownEntry>,
 }
 

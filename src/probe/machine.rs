@@ -50,7 +50,7 @@ pub struct MachineFacts {
     pub host_compiler: Option<Sourced<String>>,
     pub cuda_toolkit: Option<Toolkit>,
     /// Where kiln looked when no toolkit was found.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cuda_searched: Vec<String>,
     pub cpus: usize,
     pub memory_available: Option<u64>,

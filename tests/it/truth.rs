@@ -49,6 +49,10 @@ fn kernels_for_another_arch_are_wrong_arch_and_a_rebuild_fixes_them() {
     let v = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"]));
     let c = component(&v, "fixture-cuda");
     assert_eq!(c["status"], "ok", "{c}");
+    // Facts with kernel listings survive the probe cache: the next look is a hit, same answer.
+    let again = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"]));
+    assert_eq!(again["machine"]["probe_cache"], "hit");
+    assert_eq!(again["components"], v["components"]);
     assert!(
         c["evidence"]
             .as_str()
