@@ -360,3 +360,40 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod h200 {
+    //! The parsers on the real outputs captured on an H200 (tests/fixtures/h200/README.md).
+    use super::*;
+
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/h200/");
+
+    fn read(name: &str) -> String {
+        std::fs::read_to_string(format!("{DIR}{name}")).unwrap()
+    }
+
+    #[test]
+    fn real_h200_outputs() {
+        let (gpus, driver) = parse_nvidia_smi(&read("nvidia-smi-query.txt"));
+        assert_eq!(
+            gpus,
+            [Gpu {
+                name: "NVIDIA H200".into(),
+                arch: Arch { major: 9, minor: 0 }
+            }]
+        );
+        assert_eq!(driver.as_deref(), Some("580.159.04"));
+        assert_eq!(
+            parse_smi_banner_cuda(&read("nvidia-smi.txt")),
+            Some(semver::Version::new(13, 0, 0))
+        );
+        assert_eq!(
+            parse_nvcc_version(&read("nvcc-version.txt")),
+            Some(semver::Version::new(13, 0, 88))
+        );
+        assert_eq!(
+            parse_proc_driver(&read("proc-driver-version.txt")).as_deref(),
+            Some("580.159.04")
+        );
+    }
+}

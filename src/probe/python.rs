@@ -73,11 +73,13 @@ pub struct TorchFacts {
 }
 
 impl TorchFacts {
-    /// One line that changes whenever an extension built against torch must be rebuilt.
+    /// One line that changes whenever an extension built against torch must be rebuilt: the
+    /// version, CUDA version, git commit, C++11 ABI and compiled arch list.
     pub fn fingerprint(&self) -> String {
         let git = self.git_version.as_deref().unwrap_or("?");
+        let archs = self.arch_list.as_ref().map_or("?".to_string(), |a| a.join(","));
         format!(
-            "torch {} cuda {} git {} cxx11abi {}",
+            "torch {} cuda {} git {} cxx11abi {} archs {archs}",
             self.version.as_deref().unwrap_or("?"),
             self.cuda.as_deref().unwrap_or("none"),
             &git[..git.len().min(12)],
@@ -400,5 +402,50 @@ mod tests {
             Some("ModuleNotFoundError: No module named 'kiln_no_such_module'")
         );
         assert!(f.python.version.starts_with('3'));
+    }
+}
+
+#[cfg(test)]
+mod fingerprint_tests {
+    use super::*;
+
+    #[test]
+    fn torch_fingerprint_changes_with_each_abi_fact() {
+        let base = TorchFacts {
+            version: Some("2.14.1+cu130".into()),
+            cuda: Some("13.0".into()),
+            git_version: Some("0123456789abcdef0123".into()),
+            cxx11_abi: Some(true),
+            arch_list: Some(vec!["sm_90".into(), "sm_120".into()]),
+        };
+        assert_eq!(
+            base.fingerprint(),
+            "torch 2.14.1+cu130 cuda 13.0 git 0123456789ab cxx11abi true archs sm_90,sm_120"
+        );
+        let variants = [
+            TorchFacts {
+                version: Some("2.15.0+cu132".into()),
+                ..base.clone()
+            },
+            TorchFacts {
+                cuda: Some("13.2".into()),
+                ..base.clone()
+            },
+            TorchFacts {
+                git_version: Some("ffff".into()),
+                ..base.clone()
+            },
+            TorchFacts {
+                cxx11_abi: Some(false),
+                ..base.clone()
+            },
+            TorchFacts {
+                arch_list: Some(vec!["sm_90".into()]),
+                ..base.clone()
+            },
+        ];
+        for v in variants {
+            assert_ne!(v.fingerprint(), base.fingerprint());
+        }
     }
 }

@@ -36,6 +36,7 @@ pub fn doctor_json(s: &Session) -> serde_json::Value {
     serde_json::json!({
         "machine": machine_json(s),
         "components": s.assessments,
+        "torch": s.facts.torch,
         "backends": s.backends(),
         "binaries": s.binaries.iter().map(|(dist, b)| serde_json::json!({
             "dist": dist,
@@ -57,6 +58,8 @@ fn machine_json(s: &Session) -> serde_json::Value {
         "gpus": s.machine.gpus,
         "gpu_source": s.machine.gpu_source,
         "driver": s.machine.driver,
+        "driver_cuda": s.machine.driver_cuda,
+        "host_compiler": s.machine.host_compiler,
         "cuda_toolkit": s.machine.cuda_toolkit,
         "cuda_searched": s.machine.cuda_searched,
         "cpus": s.machine.cpus,
@@ -92,9 +95,18 @@ fn machine_human(s: &Session) {
         Some(d) => println!("  driver   {} from {}", d.value, d.source),
         None => println!("  driver   none found"),
     }
+    if let Some(c) = &m.driver_cuda {
+        println!(
+            "  driver   supports CUDA {}.{} (from {})",
+            c.value.major, c.value.minor, c.source
+        );
+    }
     match &m.cuda_toolkit {
         Some(t) => println!("  cuda     {} from {}", t.version, t.source),
         None => println!("  cuda     none found ({})", m.cuda_searched.join("; ")),
+    }
+    if let Some(c) = &m.host_compiler {
+        println!("  c++      {} ({})", c.value, c.source);
     }
     let mem = m.memory_available.map(gib).unwrap_or_else(|| "unknown".into());
     println!("  cpus     {} (memory available {mem})", m.cpus);

@@ -247,3 +247,76 @@ fn an_unchanged_environment_is_rechecked_without_starting_python() {
     assert_eq!(doctor(&[])["machine"]["probe_cache"], "hit");
     assert_eq!(doctor(&["--refresh"])["machine"]["probe_cache"], "refresh");
 }
+
+/// A directory of stand-in tools that print what the real ones printed on an H200 machine.
+fn h200_tools(dir: &std::path::Path) -> std::path::PathBuf {
+    let real = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h200");
+    let bin = dir.join("bin");
+    let cuda_bin = dir.join("cuda/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&cuda_bin).unwrap();
+    let script = |path: std::path::PathBuf, body: String| {
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+        StdCommand::new("chmod").arg("755").arg(&path).status().unwrap();
+    };
+    let smi = format!(
+        "case \"$*\" in *--query-gpu*) cat '{}';; *) cat '{}';; esac\n",
+        real.join("nvidia-smi-query.txt").display(),
+        real.join("nvidia-smi.txt").display()
+    );
+    script(bin.join("nvidia-smi"), smi);
+    script(
+        cuda_bin.join("nvcc"),
+        format!("cat '{}'\n", real.join("nvcc-version.txt").display()),
+    );
+    script(
+        bin.join("g++"),
+        format!("cat '{}'\n", real.join("gxx-version.txt").display()),
+    );
+    dir.join("cuda")
+}
+
+#[test]
+fn doctor_fed_real_h200_tool_outputs_reports_exactly_those_facts_with_their_sources() {
+    let w = World::new();
+    let cuda_home = h200_tools(&w.dir.path().join("h200"));
+    let path = format!("{}:/usr/bin:/bin", w.dir.path().join("h200/bin").display());
+    let out = crate::common::kiln_bare()
+        .env("PATH", &path)
+        .env("CUDA_HOME", &cuda_home)
+        .arg("--python")
+        .arg(&w.python)
+        .arg("--cache-dir")
+        .arg(&w.cache)
+        .args(["doctor", "--json", "cuda-toolkit"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let m = &v["machine"];
+    assert_eq!(
+        m["gpus"],
+        serde_json::json!([{"name": "NVIDIA H200", "arch": {"major": 9, "minor": 0}}])
+    );
+    assert_eq!(m["gpu_source"], "nvidia-smi");
+    assert_eq!(
+        m["driver"],
+        serde_json::json!({"value": "580.159.04", "source": "nvidia-smi"})
+    );
+    assert_eq!(
+        m["driver_cuda"],
+        serde_json::json!({"value": "13.0.0", "source": "nvidia-smi"})
+    );
+    assert_eq!(m["cuda_toolkit"]["version"], "13.0.88");
+    assert_eq!(m["cuda_toolkit"]["source"], "CUDA_HOME");
+    assert_eq!(
+        m["host_compiler"]["value"],
+        "g++ (Ubuntu 13.3.0-6ubuntu2~24.04.1) 13.3.0"
+    );
+    assert_eq!(
+        m["target_archs"],
+        serde_json::json!(["9.0"]),
+        "no --arch: the GPUs found"
+    );
+    assert_eq!(component(&v, "cuda-toolkit")["status"], "ok");
+    assert!(out.status.success());
+}
