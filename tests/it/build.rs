@@ -52,14 +52,7 @@ fn first_install_builds_all_three_and_a_second_builds_nothing() {
     );
     let out = w.kiln().args(["install", "--json", "fixture-app"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let v = stdout_json(&out);
-    let done: Vec<&str> = v["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|o| o["result"] == "done")
-        .map(|o| o["name"].as_str().unwrap())
-        .collect();
+    let done = crate::common::done(&out);
     assert_eq!(done, ["fixture-cext", "fixture-pure", "fixture-app"]);
     // Built from source by the system compiler: the extension is a real shared object that runs.
     assert_eq!(
@@ -128,14 +121,7 @@ fn deleted_module_is_broken_with_the_import_error_and_only_it_is_rebuilt() {
     );
     let out = w.kiln().args(["install", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let v = stdout_json(&out);
-    let done: Vec<&str> = v["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|o| o["result"] == "done")
-        .map(|o| o["name"].as_str().unwrap())
-        .collect();
+    let done = crate::common::done(&out);
     assert_eq!(done, ["fixture-cext"]);
     assert!(statuses(&w).iter().all(|(_, s, _)| s == "ok"));
 }

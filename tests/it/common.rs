@@ -189,3 +189,14 @@ pub fn cuda() -> &'static Path {
         dir.join("nvidia/cu13")
     })
 }
+
+/// The components `kiln install --json` built or installed, in order.
+pub fn done(out: &std::process::Output) -> Vec<String> {
+    stdout_json(out)["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["result"] == "done")
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect()
+}
