@@ -455,6 +455,14 @@ pub fn payload(data: &[u8], img: &Image) -> Result<Vec<u8>, PayloadError> {
                 return Err(fail(format!("implausible uncompressed size {}", img.uncompressed)));
             }
             let want = img.uncompressed as usize;
+            // LZ4 cannot expand more than ~255:1; refuse a header that claims more.
+            if c == Compression::Lz4 && img.uncompressed > (raw.len() as u64).saturating_mul(255) + 64 {
+                return Err(fail(format!(
+                    "LZ4 payload of {} bytes cannot expand to {}",
+                    raw.len(),
+                    img.uncompressed
+                )));
+            }
             match c {
                 Compression::Lz4 => lz4_flex::block::decompress(raw, want).map_err(|e| fail(format!("LZ4: {e}")))?,
                 _ => {
@@ -484,5 +492,34 @@ pub fn payload(data: &[u8], img: &Image) -> Result<Vec<u8>, PayloadError> {
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| fail("sub-image past the end of the blob".into()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_fatbins_and_padding_between_fatbins() {
+        // An empty fatbin (fat_size 0, as nvcc's dlink stub is for PTX-only builds), 8 bytes of
+        // zero padding, then a fatbin with one PTX entry for compute_120 (ISA 9.0).
+        let mut data = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        data.extend([0u8; 8]);
+        let mut e = vec![0u8; 64];
+        e[0] = 1;
+        e[4] = 64;
+        e[0x18] = 0;
+        e[0x1a] = 9;
+        e[0x1c] = 120;
+        e[0x28] = 0x11;
+        let mut f = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0];
+        f.extend((e.len() as u64).to_le_bytes());
+        f.extend(e);
+        data.extend(f);
+        let fatbins = locate(&data, "t").unwrap();
+        assert_eq!(fatbins.len(), 2);
+        assert!(fatbins[0].images.is_empty());
+        assert_eq!(fatbins[1].images[0].name(), "compute_120");
+        assert_eq!(fatbins[1].images[0].ptx_isa().as_deref(), Some("9.0"));
     }
 }

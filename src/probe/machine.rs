@@ -179,6 +179,16 @@ pub fn parse_smi_banner_cuda(out: &str) -> Option<semver::Version> {
     lenient_semver(out[at..].split_whitespace().next()?)
 }
 
+/// The version in a compiler's first `--version` line: `g++ (Debian 12.2.0-14) 12.2.0` → 12.2.0.
+pub fn compiler_version(line: &str) -> Option<semver::Version> {
+    line.split_whitespace().rev().find_map(|w| {
+        let w = w.trim_end_matches(')');
+        (w.contains('.') && w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .then(|| lenient_semver(w))
+            .flatten()
+    })
+}
+
 fn host_compiler() -> Option<Sourced<String>> {
     let (cxx, source) = match env("CXX") {
         Some(c) => (c, "CXX"),

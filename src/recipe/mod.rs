@@ -10,5 +10,5 @@ pub mod set;
 pub mod template;
 
 pub use diag::{Diagnostic, Diagnostics};
-pub use model::{Build, Dependency, Feature, Kind, Recipe, Requires, Source};
+pub use model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source};
 pub use set::{LoadError, RecipeSet};

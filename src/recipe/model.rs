@@ -58,6 +58,26 @@ pub struct Requires {
     /// Executables its build needs on PATH (`cargo`, `protoc`, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// Host C++ compiler (g++) versions its CUDA build accepts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gcc: Option<String>,
+    #[serde(skip)]
+    pub gcc_req: Option<semver::VersionReq>,
+    /// Arch-specific rules, each with its reason and source.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<Rule>,
+}
+
+/// A rule for some target archs: a toolkit they need, or that they cannot work at all.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rule {
+    pub arch: Vec<crate::arch::Arch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    #[serde(skip)]
+    pub cuda_req: Option<semver::VersionReq>,
+    pub unsupported: bool,
+    pub why: String,
 }
 
 /// An edge in the component graph.

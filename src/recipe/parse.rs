@@ -14,7 +14,7 @@ use pep440_rs::{Version, VersionSpecifiers};
 use toml_edit::{Document, Item, TableLike};
 
 use super::diag::Diagnostic;
-use super::model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Source};
+use super::model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source};
 use super::template::{Template, Var};
 
 const TOP: &[&str] = &[
@@ -33,7 +33,8 @@ const SOURCE: &[&str] = &[
     "wheel",
     "index_url",
 ];
-const REQUIRES: &[&str] = &["python", "cuda", "tools"];
+const REQUIRES: &[&str] = &["python", "cuda", "gcc", "tools", "rule"];
+const RULE: &[&str] = &["arch", "cuda", "unsupported", "why"];
 const DEPEND: &[&str] = &["version", "abi", "features"];
 const BUILD: &[&str] = &[
     "requires",
@@ -186,6 +187,20 @@ impl<'a> Ctx<'a> {
                     span,
                     e.message,
                     Some(format!("known variables: {}", Var::all_names().join(", "))),
+                );
+                None
+            }
+        }
+    }
+
+    fn semver_req(&mut self, s: &At<String>, what: &str) -> Option<semver::VersionReq> {
+        match semver::VersionReq::parse(&s.value) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.error(
+                    s.span.clone(),
+                    format!("bad version requirement `{}` for {what}", s.value),
+                    Some(format!("{e}; expected something like `>=12.8`")),
                 );
                 None
             }
@@ -424,6 +439,22 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
             }
             requires.cuda = Some(c.value);
         }
+        if let Some(g) = cx.string(r, "gcc", "requires") {
+            requires.gcc_req = cx.semver_req(&g, "requires.gcc");
+            requires.gcc = Some(g.value);
+        }
+        if let Some(item) = r.get("rule") {
+            match item.as_array_of_tables() {
+                Some(arr) => {
+                    for t in arr.iter() {
+                        if let Some(rule) = parse_rule(&mut cx, t) {
+                            requires.rules.push(rule);
+                        }
+                    }
+                }
+                None => cx.wrong_type(item, "an array of tables ([[requires.rule]])", "rule", "requires"),
+            }
+        }
         requires.tools = cx
             .strings(r, "tools", "requires")
             .unwrap_or_default()
@@ -624,6 +655,44 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         backends,
         file: file.to_string(),
         dir,
+    })
+}
+
+fn parse_rule(cx: &mut Ctx, t: &toml_edit::Table) -> Option<Rule> {
+    let section = "requires.rule";
+    cx.check_keys(t, section, RULE);
+    let header = t.span();
+    let why = cx.required(t, "why", section, header.clone());
+    let mut arch = Vec::new();
+    for a in cx.strings(t, "arch", section).unwrap_or_default() {
+        match a.value.parse::<crate::arch::Arch>() {
+            Ok(x) => arch.push(x),
+            Err(e) => cx.error(a.span, e.to_string(), None),
+        }
+    }
+    if arch.is_empty() {
+        cx.error(
+            header.clone(),
+            "a [[requires.rule]] needs `arch`: the target archs it applies to".into(),
+            None,
+        );
+    }
+    let cuda = cx.string(t, "cuda", section);
+    let cuda_req = cuda.as_ref().and_then(|c| cx.semver_req(c, "requires.rule.cuda"));
+    let unsupported = cx.bool(t, "unsupported", section).unwrap_or(false);
+    if cuda.is_none() && !unsupported {
+        cx.error(
+            header,
+            "a [[requires.rule]] needs `cuda` or `unsupported = true`".into(),
+            None,
+        );
+    }
+    Some(Rule {
+        arch,
+        cuda: cuda.map(|c| c.value),
+        cuda_req,
+        unsupported,
+        why: why?.value,
     })
 }
 

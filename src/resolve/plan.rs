@@ -197,7 +197,7 @@ pub fn make(
             };
             step.version = r.version.as_ref().map(|v| v.to_string());
             step.reason = why;
-            if let Err(blocker) = build_blockers(r, machine) {
+            if let Err(blocker) = build_blockers(r, machine, &opts.archs) {
                 step.action = Action::Blocked;
                 step.reason = format!("{}; cannot build: {blocker}", step.reason);
             } else if !binary {
@@ -257,7 +257,7 @@ fn stuck_root(
 }
 
 /// What stops a build before it starts: a missing tool, a toolkit outside the recipe's range.
-fn build_blockers(r: &crate::recipe::Recipe, machine: &MachineFacts) -> Result<(), String> {
+fn build_blockers(r: &crate::recipe::Recipe, machine: &MachineFacts, archs: &[Arch]) -> Result<(), String> {
     let missing: Vec<&str> = r
         .requires
         .tools
@@ -271,6 +271,40 @@ fn build_blockers(r: &crate::recipe::Recipe, machine: &MachineFacts) -> Result<(
             missing.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", "),
             r.name
         ));
+    }
+    for rule in r
+        .requires
+        .rules
+        .iter()
+        .filter(|rule| archs.iter().any(|a| rule.arch.contains(a)))
+    {
+        if let Some(req) = &rule.cuda_req {
+            match &machine.cuda_toolkit {
+                None => return Err(format!("needs a CUDA toolkit {req} ({})", rule.why)),
+                Some(tk) if !req.matches(&tk.version) => {
+                    return Err(format!(
+                        "needs CUDA {req}, the toolkit is {} ({})",
+                        tk.version, rule.why
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(req) = &r.requires.gcc_req {
+        match machine
+            .host_compiler
+            .as_ref()
+            .and_then(|c| crate::probe::machine::compiler_version(&c.value))
+        {
+            Some(v) if !req.matches(&v) => {
+                return Err(format!(
+                    "needs a host C++ compiler (g++) {req} for its CUDA build; found {v}; set CXX to a newer g++"
+                ));
+            }
+            None => return Err(format!("needs a host C++ compiler (g++) {req}; none found (set CXX)")),
+            _ => {}
+        }
     }
     if let Some(req) = &r.requires.cuda_req {
         match &machine.cuda_toolkit {

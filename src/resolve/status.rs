@@ -308,6 +308,22 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         (Some(spec), Ok(v)) => spec.contains(&v),
         _ => true,
     };
+    if let Some(rule) = r
+        .requires
+        .rules
+        .iter()
+        .find(|rule| rule.unsupported && ev.archs.iter().any(|a| rule.arch.contains(a)))
+    {
+        let on: Vec<String> = ev
+            .archs
+            .iter()
+            .filter(|a| rule.arch.contains(a))
+            .map(|a| a.to_string())
+            .collect();
+        a.status = Status::Unsupported;
+        a.evidence = format!("cannot work on {}: {}", on.join(", "), rule.why);
+        return a;
+    }
     let Some(dist) = dist else {
         if !python_ok {
             a.status = Status::Unsupported;

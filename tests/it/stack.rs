@@ -141,3 +141,89 @@ fn installed_but_unimportable_real_package_is_broken_not_ok() {
         "import cutlass failed: ModuleNotFoundError: No module named 'cutlass'; import cutlass.cute failed: ModuleNotFoundError: No module named 'cutlass'"
     );
 }
+
+fn fake_compiler(dir: &std::path::Path, line: &str) -> std::path::PathBuf {
+    let p = dir.join(format!("g++-{}", line.len()));
+    std::fs::write(&p, format!("#!/bin/sh\necho '{line}'\n")).unwrap();
+    StdCommand::new("chmod").arg("755").arg(&p).status().unwrap();
+    p
+}
+
+fn step<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn toolkit_and_compiler_rules_say_no_before_building() {
+    let w = World::new();
+    let plan = |targets: &[&str], arch: &str, cuda: &str, cxx: &std::path::Path| {
+        let mut c = kiln_bare();
+        c.arg("--python").arg(&w.python).arg("--cache-dir").arg(&w.cache);
+        c.env("KILN_CUDA_VERSION", cuda)
+            .env("CXX", cxx)
+            .args(["plan", "--json", "--arch", arch])
+            .args(targets);
+        stdout_json(&c.output().unwrap())
+    };
+    let gcc12 = fake_compiler(w.dir.path(), "g++ (Debian 12.2.0-14+deb12u1) 12.2.0");
+    let gcc13 = fake_compiler(w.dir.path(), "g++ (Ubuntu 13.3.0-6ubuntu2~24.04.1) 13.3.0");
+    // vLLM 0.33.0 refuses GCC < 13 for CUDA builds: kiln says so before an hour of compiling.
+    let v = plan(&["vllm"], "12.0", "13.0", &gcc12);
+    let s = step(&v, "vllm");
+    assert_eq!(s["action"], "blocked");
+    assert!(s["reason"].as_str().unwrap().ends_with("cannot build: needs a host C++ compiler (g++) >=13 for its CUDA build; found 12.2.0; set CXX to a newer g++"), "{s}");
+    assert_eq!(
+        step(&plan(&["vllm"], "12.0", "13.0", &gcc13), "vllm")["action"],
+        "build"
+    );
+    // flashinfer 0.7.4: SM 12.1 needs CUDA 12.9, SM 12.0 is fine with 12.8 (as 120a).
+    let s = step(&plan(&["flashinfer"], "12.1", "12.8", &gcc13), "flashinfer").clone();
+    assert_eq!(s["action"], "blocked");
+    assert!(
+        s["reason"]
+            .as_str()
+            .unwrap()
+            .contains("needs CUDA >=12.9, the toolkit is 12.8.0 ('SM 12.1+ requires CUDA >= 12.9'"),
+        "{s}"
+    );
+    let s = step(&plan(&["flashinfer"], "12.0", "12.8", &gcc13), "flashinfer").clone();
+    assert_eq!(s["action"], "build");
+    assert_eq!(s["env"]["FLASHINFER_CUDA_ARCH_LIST"], "12.0a");
+}
+
+#[test]
+fn a_component_that_cannot_work_on_the_arch_is_unsupported_with_the_reason() {
+    let w = World::new();
+    let dir = w.dir.path().join("r");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(
+        dir.join("fa3.toml"),
+        "[package]\nname = \"fa3\"\ndist = \"flash-attn-3\"\nversion = \"3.0.0\"\n[source]\npath = \".\"\n\
+         [[requires.rule]]\narch = [\"12.0\", \"12.1\"]\nunsupported = true\n\
+         why = \"hopper/setup.py emits only sm_80/sm_90a/sm_100a code (build-facts.md §4.2)\"\n",
+    )
+    .unwrap();
+    let doctor = |arch: &str| {
+        let out = w
+            .kiln_with(&dir)
+            .args(["doctor", "--json", "--arch", arch])
+            .output()
+            .unwrap();
+        stdout_json(&out)["components"][0].clone()
+    };
+    let c = doctor("12.0");
+    assert_eq!(c["status"], "unsupported");
+    assert_eq!(
+        c["evidence"],
+        "cannot work on 12.0: hopper/setup.py emits only sm_80/sm_90a/sm_100a code (build-facts.md §4.2)"
+    );
+    assert_eq!(doctor("9.0")["status"], "missing");
+    let out = w.kiln_with(&dir).args(["install", "--arch", "12.0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("the plan is blocked (see above); nothing was changed"));
+}
