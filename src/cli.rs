@@ -51,6 +51,10 @@ pub struct Global {
     /// Probe the environment again even if nothing in it changed since the last run
     #[arg(long, global = true)]
     pub refresh: bool,
+    /// Let kiln replace this installed component (repeatable; e.g. `--allow-replace torch`);
+    /// components built against it are then rebuilt
+    #[arg(long, global = true, value_name = "NAME")]
+    pub allow_replace: Vec<String>,
     /// Plain progress lines instead of spinners
     #[arg(long, global = true)]
     pub no_progress: bool,

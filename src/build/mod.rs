@@ -200,9 +200,16 @@ fn run_step(
         .set
         .get(&step.name)
         .ok_or_else(|| fail(step, Phase::Fetch, "no recipe"))?;
-    let source = r
-        .source
+    // The source of the version the plan chose (a recipe can describe several).
+    let entry = step
+        .version
+        .as_deref()
+        .and_then(|v| v.parse::<pep440_rs::Version>().ok())
+        .and_then(|v| r.version_entry(&v).cloned());
+    let source = entry
         .as_ref()
+        .and_then(|e| e.source.as_ref())
+        .or(r.source.as_ref())
         .ok_or_else(|| fail(step, Phase::Fetch, "the recipe has no source"))?;
     let log = |phase: Phase| cx.logs.join(format!("{}.{}.log", step.name, phase.as_str()));
     let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
@@ -298,7 +305,10 @@ fn build_wheel(
         src: src.display().to_string(),
         wheel_dir: wheel_dir.display().to_string(),
         jobs,
-        version: r.version.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+        version: step
+            .version
+            .clone()
+            .unwrap_or_else(|| r.version.as_ref().map(|v| v.to_string()).unwrap_or_default()),
         cuda_home: cx
             .machine
             .cuda_toolkit

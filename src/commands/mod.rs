@@ -8,6 +8,7 @@ mod install;
 mod plan;
 mod recipes;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -56,6 +57,15 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Reports a version conflict (JSON or text) and turns it into exit status 1.
+pub fn conflict(g: &Global, c: &resolve::solve::Conflict) -> Failure {
+    if g.json {
+        report::json(&serde_json::json!({ "conflict": c }));
+    }
+    report::conflict(c);
+    Failure::Reported
+}
+
 pub fn load_recipes(g: &Global) -> Result<RecipeSet, Failure> {
     let loaded = match &g.recipes {
         Some(dir) => RecipeSet::from_dir(dir),
@@ -71,9 +81,16 @@ pub fn load_recipes(g: &Global) -> Result<RecipeSet, Failure> {
 }
 
 /// Targets as `(component, features)`; an empty list means every recipe.
-pub fn parse_targets(set: &RecipeSet, targets: &[String]) -> Result<Vec<(String, Vec<String>)>, Failure> {
+/// Targets as `(component, features)`, and the version pins given with them.
+pub type Targets = (
+    Vec<(String, Vec<String>)>,
+    BTreeMap<String, (String, pep440_rs::VersionSpecifiers)>,
+);
+
+pub fn parse_targets(set: &RecipeSet, targets: &[String]) -> Result<Targets, Failure> {
+    let mut pins = BTreeMap::new();
     if targets.is_empty() {
-        return Ok(set.recipes.keys().map(|k| (k.clone(), Vec::new())).collect());
+        return Ok((set.recipes.keys().map(|k| (k.clone(), Vec::new())).collect(), pins));
     }
     let mut out = Vec::new();
     for t in targets {
@@ -83,12 +100,21 @@ pub fn parse_targets(set: &RecipeSet, targets: &[String]) -> Result<Vec<(String,
                 e.to_string().lines().next().unwrap_or("")
             ))
         })?;
-        if req.version_or_url.is_some() || req.marker != pep508_rs::MarkerTree::TRUE {
-            return Err(Failure::Usage(format!(
-                "`{t}`: version pins and markers on targets are not supported yet; kiln installs the version its recipe pins"
-            )));
+        if req.marker != pep508_rs::MarkerTree::TRUE {
+            return Err(Failure::Usage(format!("`{t}`: markers on targets are not supported")));
         }
         let name = req.name.to_string();
+        match &req.version_or_url {
+            None => {}
+            Some(pep508_rs::VersionOrUrl::VersionSpecifier(s)) => {
+                pins.insert(name.clone(), (t.trim().to_string(), s.clone()));
+            }
+            Some(pep508_rs::VersionOrUrl::Url(_)) => {
+                return Err(Failure::Usage(format!(
+                    "`{t}`: URLs on targets are not supported; write a recipe with that source"
+                )));
+            }
+        }
         let Some(r) = set.get(&name) else {
             let hint = set
                 .closest(&name)
@@ -111,7 +137,7 @@ pub fn parse_targets(set: &RecipeSet, targets: &[String]) -> Result<Vec<(String,
         }
         out.push((name, feats));
     }
-    Ok(out)
+    Ok((out, pins))
 }
 
 /// Everything a status-or-plan command needs, probed once.
@@ -123,6 +149,8 @@ pub struct Session {
     pub archs: Vec<Arch>,
     pub arch_source: String,
     pub scope: Vec<(String, Vec<String>)>,
+    /// What the user asked for, for the solver.
+    pub request: resolve::solve::Request,
     pub facts: PythonFacts,
     pub binaries: std::collections::BTreeMap<String, crate::probe::binaries::Binaries>,
     pub assessments: Vec<Assessment>,
@@ -133,7 +161,7 @@ pub struct Session {
 impl Session {
     pub fn open(g: &Global, targets: &[String]) -> Result<Session, Failure> {
         let set = load_recipes(g)?;
-        let wanted = parse_targets(&set, targets)?;
+        let (wanted, pins) = parse_targets(&set, targets)?;
         let archs_flag = match &g.arch {
             Some(a) => Some(arch::parse_list(a).map_err(|e| Failure::Usage(e.to_string()))?),
             None => None,
@@ -182,6 +210,11 @@ impl Session {
             archs,
             arch_source,
             scope,
+            request: resolve::solve::Request {
+                targets: wanted,
+                pins,
+                allow_replace: g.allow_replace.iter().cloned().collect(),
+            },
             facts,
             binaries,
             assessments,
@@ -194,12 +227,69 @@ impl Session {
         resolve::backends::verdicts(&self.set, &self.machine, &self.assessments, &self.scope, &self.archs)
     }
 
-    pub fn plan(&self, g: &Global) -> Plan {
+    /// Chooses versions, then plans. A conflict comes back with its explanation.
+    pub fn plan(&self, g: &Global) -> Result<Plan, resolve::solve::Conflict> {
+        let solution = resolve::solve::solve(&self.set, &self.facts, &self.request)?;
+        // Installed components outside the targets' closure whose version the solver changed
+        // (allowed by --allow-replace) are part of the plan too.
+        let mut scope = self.scope.clone();
+        let changed: Vec<(String, Vec<String>)> = solution
+            .chosen
+            .iter()
+            .filter(|(name, v)| {
+                !scope.iter().any(|(n, _)| n == *name)
+                    && self
+                        .set
+                        .get(name)
+                        .and_then(|r| r.dist.as_deref())
+                        .and_then(|d| self.facts.dists.get(&probe_mod::normalize(d)))
+                        .is_some_and(|d| d.version.split('+').next() != Some(v.as_str()))
+            })
+            .map(|(n, _)| (n.clone(), Vec::new()))
+            .collect();
+        if changed.is_empty() {
+            return Ok(self.plan_with(g, &solution, &scope, &self.assessments));
+        }
+        let mut all = scope.clone();
+        all.extend(changed);
+        scope = self.set.closure(&all);
+        // Prove the extra components too (a rare path: no cache).
+        let imports = resolve::status::imports_for(&self.set, &scope);
+        let timeout = Duration::from_secs(g.import_timeout.max(1));
+        let assessments = match python::probe(&self.python, &imports, timeout) {
+            Ok(facts) => {
+                let evidence = resolve::status::Evidence {
+                    set: &self.set,
+                    machine: &self.machine,
+                    python: &facts,
+                    binaries: &self.binaries,
+                    archs: &self.archs,
+                };
+                resolve::status::assess(&evidence, &scope)
+            }
+            Err(e) => {
+                return Err(resolve::solve::Conflict {
+                    because: vec![format!("cannot probe the environment again: {e}")],
+                    ways_out: Vec::new(),
+                });
+            }
+        };
+        Ok(self.plan_with(g, &solution, &scope, &assessments))
+    }
+
+    fn plan_with(
+        &self,
+        g: &Global,
+        solution: &resolve::solve::Solution,
+        scope: &[(String, Vec<String>)],
+        assessments: &[Assessment],
+    ) -> Plan {
         resolve::plan::make(
             &self.set,
             &self.machine,
-            &self.scope,
-            &self.assessments,
+            scope,
+            assessments,
+            solution,
             &PlanOptions {
                 archs: self.archs.clone(),
                 jobs: g.jobs,

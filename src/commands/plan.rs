@@ -8,7 +8,10 @@ use crate::report;
 
 pub fn run(g: &Global, targets: &[String]) -> CmdResult {
     let s = Session::open(g, targets)?;
-    let plan = s.plan(g);
+    let plan = match s.plan(g) {
+        Ok(p) => p,
+        Err(conflict) => return Err(super::conflict(g, &conflict)),
+    };
     if g.json {
         report::json(&plan);
     } else if !g.quiet {

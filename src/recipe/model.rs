@@ -152,6 +152,16 @@ pub struct Backend {
     pub span: Option<Range<usize>>,
 }
 
+/// One version a recipe describes (`[[versions]]`), with its own source and pins.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionEntry {
+    pub version: Version,
+    pub source: Option<Source>,
+    /// Dependencies of this version; they replace the recipe's `[depends]` entry of the same name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends: Vec<Dependency>,
+}
+
 /// One validated recipe.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recipe {
@@ -177,6 +187,9 @@ pub struct Recipe {
     /// Imports that prove the component works.
     pub imports: Vec<String>,
     pub features: BTreeMap<String, Feature>,
+    /// The versions kiln can install, in order of preference (newest first). Without
+    /// `[[versions]]` this is the one `[package] version` with `[source]`.
+    pub versions: Vec<VersionEntry>,
     /// Runtime backends this component offers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backends: Vec<Backend>,
@@ -204,6 +217,23 @@ impl Recipe {
             (None, Some(v)) => format!(">={v}"),
             (None, None) => "any version".into(),
         }
+    }
+
+    /// The version entry for `v`, if the recipe describes it.
+    pub fn version_entry(&self, v: &Version) -> Option<&VersionEntry> {
+        self.versions.iter().find(|e| &e.version == v)
+    }
+
+    /// The dependencies of version `v` (the recipe's `[depends]`, with that version's own pins
+    /// replacing entries of the same name) with the given features switched on.
+    pub fn depends_of<'a>(&'a self, v: Option<&Version>, features: &'a [String]) -> Vec<&'a Dependency> {
+        let own: &[Dependency] = v.and_then(|v| self.version_entry(v)).map_or(&[], |e| &e.depends);
+        let mut out: Vec<&Dependency> = self
+            .depends_with(features)
+            .filter(|d| !own.iter().any(|o| o.name == d.name))
+            .collect();
+        out.extend(own.iter());
+        out
     }
 
     /// The dependencies of the component with the given features switched on.

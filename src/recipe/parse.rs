@@ -18,7 +18,20 @@ use super::model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, 
 use super::template::{Template, Var};
 
 const TOP: &[&str] = &[
-    "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends",
+    "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends", "versions",
+];
+const VERSION: &[&str] = &[
+    "version",
+    "depends",
+    "sdist",
+    "sha256",
+    "git",
+    "rev",
+    "subdir",
+    "submodules",
+    "path",
+    "wheel",
+    "index_url",
 ];
 const BACKEND: &[&str] = &["flag", "value", "needs", "arch", "cuda", "why"];
 const PACKAGE: &[&str] = &["name", "dist", "kind", "version", "accepts", "summary"];
@@ -326,7 +339,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
                         )),
                     ),
                 }
-            } else if kind == Kind::Python && p.get("version").is_none() {
+            } else if kind == Kind::Python && p.get("version").is_none() && root.get("versions").is_none() {
                 cx.error(
                     header.clone(),
                     "missing key `package.version`".into(),
@@ -346,78 +359,9 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
 
     // [source]
     let mut source = None;
-    if let Some(s) = cx.table(root, "source", "") {
-        cx.check_keys(s, "source", SOURCE);
-        let header = doc.get("source").and_then(Item::span);
-        let kinds: Vec<&str> = ["sdist", "git", "path", "wheel"]
-            .into_iter()
-            .filter(|k| s.get(k).is_some())
-            .collect();
-        if kinds.len() != 1 {
-            cx.error(
-                header,
-                if kinds.is_empty() {
-                    "[source] names no source".into()
-                } else {
-                    format!("[source] names {} sources ({})", kinds.len(), kinds.join(", "))
-                },
-                Some("give exactly one of `sdist`, `git`, `path` or `wheel`".into()),
-            );
-        } else {
-            source = match kinds[0] {
-                "sdist" => {
-                    let url = cx.string(s, "sdist", "source");
-                    let sha = cx.required(s, "sha256", "source", s.get("sdist").and_then(Item::span));
-                    if let Some(sha) = &sha
-                        && (sha.value.len() != 64 || !sha.value.bytes().all(|b| b.is_ascii_hexdigit()))
-                    {
-                        cx.error(sha.span.clone(), "`source.sha256` must be 64 hex digits".into(), None);
-                    }
-                    match (url, sha) {
-                        (Some(u), Some(h)) => Some(Source::Sdist {
-                            url: u.value,
-                            sha256: h.value.to_ascii_lowercase(),
-                        }),
-                        _ => None,
-                    }
-                }
-                "git" => {
-                    let url = cx.string(s, "git", "source");
-                    let rev = cx.required(s, "rev", "source", s.get("git").and_then(Item::span));
-                    let subdir = cx.string(s, "subdir", "source").map(|x| x.value);
-                    let submodules = cx.bool(s, "submodules", "source").unwrap_or(false);
-                    match (url, rev) {
-                        (Some(u), Some(r)) => Some(Source::Git {
-                            url: u.value,
-                            rev: r.value,
-                            subdir,
-                            submodules,
-                        }),
-                        _ => None,
-                    }
-                }
-                "path" => cx.string(s, "path", "source").map(|p| Source::Path {
-                    path: PathBuf::from(p.value),
-                }),
-                _ => {
-                    let req = cx.string(s, "wheel", "source");
-                    if let Some(r) = &req
-                        && let Err(e) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&r.value)
-                    {
-                        cx.error(
-                            r.span.clone(),
-                            format!("bad requirement `{}`", r.value),
-                            Some(first_line(&e.to_string()).to_string()),
-                        );
-                    }
-                    let index_url = cx.string(s, "index_url", "source").map(|x| x.value);
-                    req.map(|r| Source::Wheel {
-                        requirement: r.value,
-                        index_url,
-                    })
-                }
-            };
-        }
+    if let Some(t) = cx.table(root, "source", "") {
+        cx.check_keys(t, "source", SOURCE);
+        source = parse_source(&mut cx, t, "source", doc.get("source").and_then(Item::span));
     }
 
     // [requires]
@@ -597,6 +541,67 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         }
     }
 
+    let mut versions = Vec::new();
+    if let Some(item) = root.get("versions") {
+        match item.as_array_of_tables() {
+            Some(arr) => {
+                for t in arr.iter() {
+                    cx.check_keys(t, "versions", VERSION);
+                    let header = t.span();
+                    let v = cx.required(t, "version", "versions", header.clone());
+                    let parsed = v.as_ref().and_then(|v| match Version::from_str(&v.value) {
+                        Ok(x) => Some(x),
+                        Err(e) => {
+                            cx.error(
+                                v.span.clone(),
+                                format!("bad version `{}`", v.value),
+                                Some(first_line(&e.to_string()).to_string()),
+                            );
+                            None
+                        }
+                    });
+                    let has_source = ["sdist", "git", "path", "wheel"].iter().any(|k| t.get(k).is_some());
+                    let own_source = if has_source {
+                        parse_source(&mut cx, t, "versions", header.clone())
+                    } else {
+                        source.clone()
+                    };
+                    if own_source.is_none() && kind == Kind::Python && !has_source {
+                        cx.error(
+                            header.clone(),
+                            "this version names no source and the recipe has no [source]".into(),
+                            Some("add `sdist`/`git`/`path`/`wheel` to the entry".into()),
+                        );
+                    }
+                    let deps = match cx.table(t, "depends", "versions") {
+                        Some(d) => parse_depends(&mut cx, d, "versions.depends"),
+                        None => Vec::new(),
+                    };
+                    if let Some(version) = parsed {
+                        versions.push(super::model::VersionEntry {
+                            version,
+                            source: own_source,
+                            depends: deps,
+                        });
+                    }
+                }
+            }
+            None => cx.wrong_type(item, "an array of tables ([[versions]])", "versions", ""),
+        }
+        if let (Some(first), true) = (versions.first(), version.is_none()) {
+            version = Some(first.version.clone());
+        }
+        if source.is_none() {
+            source = versions.first().and_then(|e| e.source.clone());
+        }
+    } else if let Some(v) = &version {
+        versions.push(super::model::VersionEntry {
+            version: v.clone(),
+            source: source.clone(),
+            depends: Vec::new(),
+        });
+    }
+
     let mut backends = Vec::new();
     if let Some(item) = root.get("backends") {
         match item.as_array_of_tables() {
@@ -629,6 +634,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     if !cx.diags.is_empty() || name.is_none() {
         let mut all = depends;
         all.extend(features.into_values().flat_map(|f: Feature| f.depends));
+        all.extend(versions.into_iter().flat_map(|v: super::model::VersionEntry| v.depends));
         return Err(Rejected {
             diags: cx.diags,
             depends: all,
@@ -652,10 +658,86 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         install_deps,
         imports,
         features,
+        versions,
         backends,
         file: file.to_string(),
         dir,
     })
+}
+
+fn parse_source(cx: &mut Ctx, s: &dyn TableLike, section: &str, header: Option<Range<usize>>) -> Option<Source> {
+    {
+        let kinds: Vec<&str> = ["sdist", "git", "path", "wheel"]
+            .into_iter()
+            .filter(|k| s.get(k).is_some())
+            .collect();
+        if kinds.len() != 1 {
+            cx.error(
+                header,
+                if kinds.is_empty() {
+                    format!("[{section}] names no source")
+                } else {
+                    format!("[{section}] names {} sources ({})", kinds.len(), kinds.join(", "))
+                },
+                Some("give exactly one of `sdist`, `git`, `path` or `wheel`".into()),
+            );
+            None
+        } else {
+            match kinds[0] {
+                "sdist" => {
+                    let url = cx.string(s, "sdist", section);
+                    let sha = cx.required(s, "sha256", section, s.get("sdist").and_then(Item::span));
+                    if let Some(sha) = &sha
+                        && (sha.value.len() != 64 || !sha.value.bytes().all(|b| b.is_ascii_hexdigit()))
+                    {
+                        cx.error(sha.span.clone(), "`source.sha256` must be 64 hex digits".into(), None);
+                    }
+                    match (url, sha) {
+                        (Some(u), Some(h)) => Some(Source::Sdist {
+                            url: u.value,
+                            sha256: h.value.to_ascii_lowercase(),
+                        }),
+                        _ => None,
+                    }
+                }
+                "git" => {
+                    let url = cx.string(s, "git", section);
+                    let rev = cx.required(s, "rev", section, s.get("git").and_then(Item::span));
+                    let subdir = cx.string(s, "subdir", section).map(|x| x.value);
+                    let submodules = cx.bool(s, "submodules", section).unwrap_or(false);
+                    match (url, rev) {
+                        (Some(u), Some(r)) => Some(Source::Git {
+                            url: u.value,
+                            rev: r.value,
+                            subdir,
+                            submodules,
+                        }),
+                        _ => None,
+                    }
+                }
+                "path" => cx.string(s, "path", section).map(|p| Source::Path {
+                    path: PathBuf::from(p.value),
+                }),
+                _ => {
+                    let req = cx.string(s, "wheel", section);
+                    if let Some(r) = &req
+                        && let Err(e) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&r.value)
+                    {
+                        cx.error(
+                            r.span.clone(),
+                            format!("bad requirement `{}`", r.value),
+                            Some(first_line(&e.to_string()).to_string()),
+                        );
+                    }
+                    let index_url = cx.string(s, "index_url", section).map(|x| x.value);
+                    req.map(|r| Source::Wheel {
+                        requirement: r.value,
+                        index_url,
+                    })
+                }
+            }
+        }
+    }
 }
 
 fn parse_rule(cx: &mut Ctx, t: &toml_edit::Table) -> Option<Rule> {

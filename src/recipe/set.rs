@@ -132,11 +132,7 @@ impl RecipeSet {
         // Cross-file checks: dependencies and their features must exist.
         for r in recipes.values() {
             let src = &sources[&r.file];
-            let all = r
-                .depends
-                .iter()
-                .chain(r.features.values().flat_map(|f| f.depends.iter()));
-            for dep in all {
+            for dep in r.depends_all() {
                 match recipes.get(&dep.name) {
                     None => diags.push(Diagnostic::new(
                         &r.file,
@@ -309,6 +305,7 @@ impl Recipe {
         self.depends
             .iter()
             .chain(self.features.values().flat_map(|f| f.depends.iter()))
+            .chain(self.versions.iter().flat_map(|v| v.depends.iter()))
     }
 }
 

@@ -213,6 +213,21 @@ pub fn plan_human(s: &Session, plan: &Plan) {
     }
 }
 
+pub fn conflict(c: &crate::resolve::solve::Conflict) {
+    eprintln!("error: no set of versions satisfies every constraint, because:");
+    for l in &c.because {
+        eprintln!("  - {l}");
+    }
+    if c.ways_out.is_empty() {
+        eprintln!("\nkiln knows no way out: change a recipe or a pin");
+    } else {
+        eprintln!("\nways out:");
+        for w in &c.ways_out {
+            eprintln!("  - {w}");
+        }
+    }
+}
+
 pub fn nothing_to_do(plan: &Plan) {
     println!(
         "nothing to do: all {} components are ok; built nothing",
@@ -266,8 +281,16 @@ pub fn install_failed(outcomes: &[Outcome], f: &BuildFailure) {
 pub fn recipes_list(set: &RecipeSet) {
     let w = set.recipes.keys().map(String::len).max().unwrap_or(4);
     for r in set.recipes.values() {
-        let v = r.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-        println!("{:w$}  {:12}  {}", r.name, v, r.summary);
+        let v = if r.versions.is_empty() {
+            "-".to_string()
+        } else {
+            r.versions
+                .iter()
+                .map(|e| e.version.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!("{:w$}  {:20}  {}", r.name, v, r.summary);
     }
     println!("\n{} recipes ({})", set.recipes.len(), set.origin);
 }
@@ -278,8 +301,21 @@ pub fn recipe_show(r: &Recipe) {
     if let Some(d) = &r.dist {
         println!("  dist       {d}");
     }
-    if let Some(v) = &r.version {
-        println!("  version    {v} (accepts {})", r.accepts_text());
+    for e in &r.versions {
+        let deps: Vec<String> = e
+            .depends
+            .iter()
+            .map(|d| format!("{} {}", d.name, d.version.as_deref().unwrap_or("(any)")))
+            .collect();
+        let pins = if deps.is_empty() {
+            String::new()
+        } else {
+            format!(" (needs {})", deps.join(", "))
+        };
+        println!("  version    {}{pins}", e.version);
+    }
+    if r.version.is_some() {
+        println!("  accepts    {} installed", r.accepts_text());
     }
     match &r.source {
         Some(Source::Sdist { url, sha256 }) => println!("  source     sdist {url}\n             sha256 {sha256}"),

@@ -5,6 +5,7 @@
 
 pub mod backends;
 pub mod plan;
+pub mod solve;
 pub mod status;
 
 pub use plan::{Action, Plan, PlanOptions, Step};

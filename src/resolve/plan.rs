@@ -84,6 +84,8 @@ pub struct Step {
 pub struct Plan {
     pub archs: Vec<Arch>,
     pub steps: Vec<Step>,
+    /// The version chosen for each component (by the solver).
+    pub versions: BTreeMap<String, String>,
 }
 
 impl Plan {
@@ -124,6 +126,7 @@ pub fn make(
     machine: &MachineFacts,
     scope: &[(String, Vec<String>)],
     assessments: &[Assessment],
+    solution: &super::solve::Solution,
     opts: &PlanOptions,
 ) -> Plan {
     let by_name: BTreeMap<&str, &Assessment> = assessments.iter().map(|a| (a.name.as_str(), a)).collect();
@@ -155,8 +158,17 @@ pub fn make(
             .iter()
             .find_map(|d| stuck.get(&d.name).map(|root| (d.name.clone(), root.clone())));
 
+        // The version the solver chose, against the one installed (local labels ignored).
+        let chosen = solution.chosen.get(name).cloned();
+        let installed = a
+            .version
+            .as_deref()
+            .map(|v| v.split('+').next().unwrap_or(v).to_string());
+        let replaces = matches!((&chosen, &installed), (Some(c), Some(i)) if c != i);
         let wants_change = match a.status {
+            _ if replaces => true,
             Status::Ok => !abi_changed.is_empty(),
+            Status::Outdated => false,
             Status::Unsupported => {
                 step.action = Action::Unsupported;
                 step.reason = a.evidence.clone();
@@ -170,6 +182,12 @@ pub fn make(
             }
             step.reason = a.evidence.clone();
         } else if step.action == Action::Unsupported {
+        } else if !wants_change && a.status == Status::Outdated {
+            step.reason = format!(
+                "kept {}: installed and fits every chosen version (--allow-replace {name} lets kiln change it); {}",
+                a.version.as_deref().unwrap_or("?"),
+                a.evidence
+            );
         } else if !wants_change {
             step.reason = format!("ok: {}", a.evidence);
         } else if let Some((dep, (root, why))) = stuck_dep {
@@ -181,6 +199,11 @@ pub fn make(
             };
         } else {
             let why = match a.status {
+                _ if replaces => format!(
+                    "replace {} with {}",
+                    a.version.as_deref().unwrap_or("?"),
+                    chosen.as_deref().unwrap_or("?")
+                ),
                 Status::Ok => format!(
                     "built against {}, which this plan replaces (abi = true)",
                     abi_changed.join(", ")
@@ -190,13 +213,18 @@ pub fn make(
             };
             let binary = matches!(r.source, Some(Source::Wheel { .. }));
             step.action = match (binary, a.status) {
+                (true, _) if replaces => Action::Reinstall,
+                (false, _) if replaces => Action::Rebuild,
                 (true, Status::Missing) => Action::Install,
                 (true, _) => Action::Reinstall,
                 (false, Status::Missing) => Action::Build,
                 (false, _) => Action::Rebuild,
             };
-            step.version = r.version.as_ref().map(|v| v.to_string());
-            step.reason = why;
+            step.version = chosen.clone().or_else(|| r.version.as_ref().map(|v| v.to_string()));
+            step.reason = match solution.not_newest.get(name) {
+                Some(note) => format!("{why}; {note}"),
+                None => why,
+            };
             if let Err(blocker) = build_blockers(r, machine, &opts.archs) {
                 step.action = Action::Blocked;
                 step.reason = format!("{}; cannot build: {blocker}", step.reason);
@@ -246,6 +274,7 @@ pub fn make(
     Plan {
         archs: opts.archs.clone(),
         steps,
+        versions: solution.chosen.clone(),
     }
 }
 

@@ -200,3 +200,31 @@ pub fn done(out: &std::process::Output) -> Vec<String> {
         .map(|o| o["name"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// Installs a tiny stand-in distribution `name==version` (one module, the given Requires-Dist)
+/// into the venv of `python`, without dependencies: a real installed package with exactly the
+/// metadata a test needs (real torch is far too large for CI).
+pub fn stand_in(python: &Path, dir: &Path, name: &str, version: &str, module: &str, requires: &[&str]) {
+    let pkg = dir.join(format!("{name}-{version}"));
+    std::fs::create_dir_all(pkg.join(module)).unwrap();
+    let deps: Vec<String> = requires.iter().map(|r| format!("\"{r}\"")).collect();
+    std::fs::write(
+        pkg.join("pyproject.toml"),
+        format!(
+            "[build-system]\nrequires = [\"setuptools>=61\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n\
+             [project]\nname = \"{name}\"\nversion = \"{version}\"\ndependencies = [{}]\n[tool.setuptools]\npackages = [\"{module}\"]\n",
+            deps.join(", ")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join(module).join("__init__.py"),
+        format!("__version__ = \"{version}\"\n"),
+    )
+    .unwrap();
+    run_ok(
+        StdCommand::new(python)
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"])
+            .arg(&pkg),
+    );
+}

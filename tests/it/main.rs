@@ -4,6 +4,7 @@ mod build;
 mod common;
 mod fatbin;
 mod recipes;
+mod resolve;
 mod sources;
 mod stack;
 mod truth;

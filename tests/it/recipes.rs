@@ -142,8 +142,13 @@ fn usage_errors_exit_2_with_a_suggestion() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("`flashinfer` has no feature `nope` (it has: cutedsl)"));
     let out = kiln_bare()
-        .args(["plan", "torch==2.11", "--arch", "12.0"])
+        .args(["plan", "torch; python_version < '3'", "--arch", "12.0"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "a pin is refused, never silently ignored");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a marker is refused, never silently ignored"
+    );
+    assert!(text(&out.stderr).contains("markers on targets are not supported"));
 }

@@ -1,0 +1,309 @@
+//! The resolver: one version of each component with every constraint satisfied, adopted
+//! installs kept, explanations a person can follow, and a way out.
+
+use crate::common::{World, done, kiln_bare, stand_in, stdout_json, text};
+
+fn versions(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["versions"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, x)| (k.clone(), x.as_str().unwrap().to_string()))
+        .collect()
+}
+
+fn step<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap()
+}
+
+/// kiln on the embedded recipes, a CUDA 13.0 toolkit named by the override, and a g++ 13.
+fn real(w: &World) -> assert_cmd::Command {
+    let gxx = w.dir.path().join("g++13");
+    std::fs::write(&gxx, "#!/bin/sh\necho 'g++ (Ubuntu 13.3.0-6ubuntu2~24.04.1) 13.3.0'\n").unwrap();
+    std::process::Command::new("chmod")
+        .arg("755")
+        .arg(&gxx)
+        .status()
+        .unwrap();
+    let mut c = kiln_bare();
+    c.arg("--python")
+        .arg(&w.python)
+        .arg("--cache-dir")
+        .arg(&w.cache)
+        .env("KILN_CUDA_VERSION", "13.0")
+        .env("CXX", &gxx);
+    c
+}
+
+#[test]
+fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_adopted_torch() {
+    let w = World::new();
+    // Nothing installed: the newest of everything, one torch.
+    let v = stdout_json(
+        &real(&w)
+            .args(["plan", "--json", "--arch", "12.0", "vllm", "sglang"])
+            .output()
+            .unwrap(),
+    );
+    let want = [
+        ("flashinfer", "0.7.4"),
+        ("sglang", "0.5.23"),
+        ("sglang-kernel", "0.4.10"),
+        ("torch", "2.14.1"),
+        ("vllm", "0.33.0"),
+    ];
+    for (name, version) in want {
+        assert!(
+            versions(&v).contains(&(name.to_string(), version.to_string())),
+            "{name} {version}: {:?}",
+            versions(&v)
+        );
+    }
+
+    // torch 2.11.0 installed: adopted, so SGLang and vLLM fall back to the versions built for it.
+    stand_in(&w.python, w.dir.path(), "torch", "2.11.0+cu130", "torch", &[]);
+    let out = real(&w)
+        .args(["plan", "--json", "--arch", "12.0", "vllm", "sglang"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let got = versions(&v);
+    for (name, version) in [
+        ("flashinfer", "0.6.8.post1"),
+        ("sglang", "0.5.11"),
+        ("sglang-kernel", "0.4.2"),
+        ("torch", "2.11.0"),
+        ("vllm", "0.20.0"),
+    ] {
+        assert!(
+            got.contains(&(name.to_string(), version.to_string())),
+            "{name} {version}: {got:?}"
+        );
+    }
+    assert_eq!(step(&v, "torch")["action"], "keep");
+    let sglang = step(&v, "sglang");
+    assert_eq!(sglang["version"], "0.5.11");
+    insta::assert_snapshot!("older_sglang_because", w.redact(sglang["reason"].as_str().unwrap()));
+    let vllm = step(&v, "vllm")["reason"].as_str().unwrap().to_string();
+    assert!(
+        vllm.contains("0.20.0, not 0.33.0: vllm 0.33.0 needs torch >=2.14, <2.15"),
+        "{vllm}"
+    );
+
+    // Asking for the newest SGLang explicitly cannot work with that torch: say why, offer ways out.
+    let out = real(&w)
+        .args(["plan", "--arch", "12.0", "vllm", "sglang==0.5.23"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("sglang_0_5_23_with_adopted_torch", text(&out.stderr));
+
+    // Allowing the replacement gives one consistent plan with torch 2.14.1.
+    let v = stdout_json(
+        &real(&w)
+            .args([
+                "plan",
+                "--json",
+                "--arch",
+                "12.0",
+                "--allow-replace",
+                "torch",
+                "vllm",
+                "sglang==0.5.23",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let t = step(&v, "torch");
+    assert_eq!(
+        (t["action"].as_str(), t["version"].as_str()),
+        (Some("reinstall"), Some("2.14.1"))
+    );
+    assert_eq!(t["reason"], "replace 2.11.0+cu130 with 2.14.1");
+    assert_eq!(step(&v, "vllm")["version"], "0.33.0");
+}
+
+#[test]
+fn a_user_pin_that_conflicts_with_an_installed_wheels_requires_dist_is_explained() {
+    let w = World::new();
+    stand_in(&w.python, w.dir.path(), "torch", "2.14.1", "torch", &[]);
+    stand_in(
+        &w.python,
+        w.dir.path(),
+        "sglang-kernel",
+        "0.4.10",
+        "sgl_kernel",
+        &["torch==2.14.1"],
+    );
+    let out = real(&w)
+        .args(["plan", "--arch", "12.0", "torch==2.11.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("pin_against_installed_requires_dist", text(&out.stderr));
+    let out = real(&w)
+        .args(["plan", "--json", "--arch", "12.0", "torch==2.11.0"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    assert!(
+        v["conflict"]["because"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "sglang-kernel 0.4.10 is installed, and its metadata requires torch ==2.14.1")
+    );
+    // Taking the first way out: the installed sglang-kernel moves to the version built for 2.11.
+    let out = real(&w)
+        .args([
+            "plan",
+            "--json",
+            "--arch",
+            "12.0",
+            "--allow-replace",
+            "sglang-kernel",
+            "torch==2.11.0",
+        ])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let k = step(&v, "sglang-kernel");
+    assert_eq!(
+        (k["action"].as_str(), k["version"].as_str()),
+        (Some("rebuild"), Some("0.4.2")),
+        "{v}"
+    );
+    let t = step(&v, "torch");
+    assert_eq!(
+        (t["action"].as_str(), t["version"].as_str()),
+        (Some("reinstall"), Some("2.11.0"))
+    );
+}
+
+/// Writes a fixture package directory `name-version` with one module.
+fn package(dir: &std::path::Path, name: &str, version: &str) -> String {
+    let module = name.replace('-', "_");
+    let pkg = dir.join(format!("{name}-{version}"));
+    std::fs::create_dir_all(pkg.join(&module)).unwrap();
+    std::fs::write(
+        pkg.join("pyproject.toml"),
+        format!("[build-system]\nrequires = [\"setuptools>=61\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n[project]\nname = \"{name}\"\nversion = \"{version}\"\n[tool.setuptools]\npackages = [\"{module}\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(pkg.join(&module).join("__init__.py"), "").unwrap();
+    pkg.display().to_string()
+}
+
+#[test]
+fn an_allowed_upgrade_of_an_abi_base_rebuilds_exactly_its_abi_dependents() {
+    let w = World::new();
+    let r = w.dir.path().join("abi");
+    let p = w.dir.path().join("abi-packages");
+    std::fs::create_dir_all(&r).unwrap();
+    let recipe = |name: &str, versions: &[&str], deps: &str| {
+        let mut s = format!(
+            "[package]\nname = \"{name}\"\ndist = \"kiln-{name}\"\n[depends]\n{deps}\n[verify]\nimports = [\"kiln_{}\"]\n",
+            name.replace('-', "_")
+        );
+        for v in versions {
+            s += &format!(
+                "[[versions]]\nversion = \"{v}\"\npath = \"{}\"\n",
+                package(&p, &format!("kiln-{name}"), v)
+            );
+        }
+        std::fs::write(r.join(format!("{name}.toml")), s).unwrap();
+    };
+    recipe("base", &["2.0.0", "1.0.0"], "");
+    recipe("ext-a", &["1.0.0"], "base = { version = \">=1\", abi = true }");
+    recipe("ext-b", &["1.0.0"], "base = { version = \">=1\", abi = true }");
+    recipe("pure", &["1.0.0"], "base = \">=1\"");
+    recipe("other", &["1.0.0"], "");
+    let kiln = |args: &[&str]| w.kiln_with(&r).args(args).output().unwrap();
+    // Start from base 1.0.0.
+    let out = kiln(&["install", "--json", "base==1.0.0", "ext-a", "ext-b", "pure", "other"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(done(&out).len(), 5);
+    // Not named, base is adopted: nothing changes even though 2.0.0 exists.
+    let v = stdout_json(&kiln(&["plan", "--json", "ext-a", "ext-b", "pure", "other"]));
+    assert!(
+        v["steps"].as_array().unwrap().iter().all(|s| s["action"] == "keep"),
+        "{v}"
+    );
+    // Allowed: base goes to 2.0.0 and exactly the two ABI dependents are rebuilt.
+    let v = stdout_json(&kiln(&[
+        "plan",
+        "--json",
+        "--allow-replace",
+        "base",
+        "ext-a",
+        "ext-b",
+        "pure",
+        "other",
+    ]));
+    let changing: Vec<(&str, &str)> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["action"] != "keep")
+        .map(|s| (s["name"].as_str().unwrap(), s["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        changing,
+        [("base", "rebuild"), ("ext-a", "rebuild"), ("ext-b", "rebuild")]
+    );
+    assert_eq!(
+        step(&v, "ext-a")["reason"],
+        "built against base, which this plan replaces (abi = true)"
+    );
+    let out = kiln(&[
+        "install",
+        "--json",
+        "--allow-replace",
+        "base",
+        "ext-a",
+        "ext-b",
+        "pure",
+        "other",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(done(&out), ["base", "ext-a", "ext-b"]);
+    assert_eq!(
+        w.py("import importlib.metadata as m; print(m.version('kiln-base'))")
+            .unwrap(),
+        "2.0.0"
+    );
+}
+
+#[test]
+fn versioned_recipes_still_report_unknown_dependencies_and_cycles() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("v");
+    std::fs::create_dir(&dir).unwrap();
+    let r = |name: &str, dep: &str| {
+        format!(
+            "[package]\nname = \"{name}\"\n[[versions]]\nversion = \"2\"\npath = \".\"\ndepends = {{ {dep} = \">=1\" }}\n[[versions]]\nversion = \"1\"\npath = \".\"\n"
+        )
+    };
+    std::fs::write(dir.join("a.toml"), r("a", "b")).unwrap();
+    std::fs::write(dir.join("b.toml"), r("b", "a")).unwrap();
+    let out = kiln_bare()
+        .current_dir(tmp.path())
+        .args(["recipes", "--recipes", "v"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("versioned_cycle", text(&out.stderr));
+    std::fs::write(dir.join("b.toml"), r("b", "nope")).unwrap();
+    let out = kiln_bare()
+        .current_dir(tmp.path())
+        .args(["recipes", "--recipes", "v"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("versioned_unknown_dependency", text(&out.stderr));
+}
