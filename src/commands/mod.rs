@@ -229,7 +229,7 @@ impl Session {
 
     /// Chooses versions, then plans. A conflict comes back with its explanation.
     pub fn plan(&self, g: &Global) -> Result<Plan, resolve::solve::Conflict> {
-        let solution = resolve::solve::solve(&self.set, &self.facts, &self.request)?;
+        let mut solution = resolve::solve::solve(&self.set, &self.facts, &self.request)?;
         // Installed components outside the targets' closure whose version the solver changed
         // (allowed by --allow-replace) are part of the plan too.
         let mut scope = self.scope.clone();
@@ -247,12 +247,16 @@ impl Session {
             })
             .map(|(n, _)| (n.clone(), Vec::new()))
             .collect();
+        if !changed.is_empty() {
+            let mut all = scope.clone();
+            all.extend(changed.iter().cloned());
+            scope = self.set.closure(&all);
+        }
+        let names: Vec<String> = scope.iter().map(|(n, _)| n.clone()).collect();
+        resolve::solve::explain_not_newest(&self.set, &self.facts, &self.request, &mut solution, &names);
         if changed.is_empty() {
             return Ok(self.plan_with(g, &solution, &scope, &self.assessments));
         }
-        let mut all = scope.clone();
-        all.extend(changed);
-        scope = self.set.closure(&all);
         // Prove the extra components too (a rare path: no cache).
         let imports = resolve::status::imports_for(&self.set, &scope);
         let timeout = Duration::from_secs(g.import_timeout.max(1));

@@ -84,6 +84,14 @@ impl RecipeSet {
         Self::from_files(files, dir.display().to_string())
     }
 
+    /// Recipes given as `(file name, text)` pairs (benchmarks, tools that generate recipes).
+    pub fn from_texts(files: Vec<(String, String)>, origin: &str) -> Result<RecipeSet, LoadError> {
+        Self::from_files(
+            files.into_iter().map(|(f, t)| (f, t, None)).collect(),
+            origin.to_string(),
+        )
+    }
+
     fn from_files(
         files: Vec<(String, String, Option<std::path::PathBuf>)>,
         origin: String,
@@ -253,7 +261,11 @@ impl RecipeSet {
                 continue;
             }
             let all: Vec<String> = entry.iter().cloned().collect();
-            for d in r.depends_with(&all) {
+            // Every version's own pins too: the solver may pick any of them.
+            for d in r
+                .depends_with(&all)
+                .chain(r.versions.iter().flat_map(|v| v.depends.iter()))
+            {
                 stack.push((d.name.clone(), d.features.clone()));
             }
         }

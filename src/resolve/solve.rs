@@ -105,22 +105,33 @@ struct World {
     root_reasons: BTreeMap<String, String>,
     /// Installed components that must keep their version.
     adopted: BTreeMap<String, Version>,
+    /// Position in dependency order (dependencies first). Deciding dependents before their
+    /// dependencies means every cap on a component is known before its version is chosen,
+    /// which spares most backtracking.
+    order: std::collections::HashMap<String, usize>,
 }
 
 impl DependencyProvider for World {
     type P = String;
     type V = Version;
     type VS = Vs;
-    type Priority = Reverse<usize>;
+    /// Packages that caused more conflicts first, then dependents before their dependencies,
+    /// then those with fewer candidate versions.
+    type Priority = (u32, usize, Reverse<usize>);
     type M = String;
     type Err = std::convert::Infallible;
 
-    fn prioritize(&self, package: &String, range: &Vs, _: &PackageResolutionStatistics) -> Self::Priority {
+    fn prioritize(&self, package: &String, range: &Vs, stats: &PackageResolutionStatistics) -> Self::Priority {
         let n = self
             .candidates
             .get(package)
             .map_or(0, |c| c.iter().filter(|(v, _)| range.contains(v)).count());
-        Reverse(n)
+        let order = if package == ROOT {
+            usize::MAX
+        } else {
+            self.order.get(package).copied().unwrap_or(0)
+        };
+        (stats.conflict_count(), order, Reverse(n))
     }
 
     fn choose_version(&self, package: &String, range: &Vs) -> Result<Option<Version>, Self::Err> {
@@ -156,6 +167,7 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
         deps: BTreeMap::new(),
         root_reasons: BTreeMap::new(),
         adopted: BTreeMap::new(),
+        order: std::collections::HashMap::new(),
     };
     let by_dist: BTreeMap<String, &str> = set
         .recipes
@@ -168,8 +180,22 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
         .map(|(n, _)| n.as_str())
         .chain(req.pins.keys().map(String::as_str))
         .collect();
+    // Only what the request can reach matters: the targets, the pins, what is installed, and
+    // everything any of their versions depends on, in dependency order.
+    let mut roots: Vec<(String, Vec<String>)> = named.iter().map(|n| (n.to_string(), Vec::new())).collect();
+    for r in set.recipes.values() {
+        if r.dist.as_deref().is_some_and(|d| py.dists.contains_key(&normalize(d))) {
+            roots.push((r.name.clone(), Vec::new()));
+        }
+    }
+    let reachable = set.closure(&roots);
+    w.order = reachable.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
     let mut root: Vec<(String, Vs)> = Vec::new();
-    for r in set.recipes.values().filter(|r| r.kind == Kind::Python) {
+    for r in reachable
+        .iter()
+        .filter_map(|(n, _)| set.get(n))
+        .filter(|r| r.kind == Kind::Python)
+    {
         let installed = r
             .dist
             .as_deref()
@@ -263,32 +289,10 @@ pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solutio
                 .filter(|(p, _)| p != ROOT)
                 .map(|(p, v)| (p, v.to_string()))
                 .collect();
-            let mut not_newest = BTreeMap::new();
-            for (name, v) in &chosen {
-                let Some(newest) = set.get(name).and_then(|r| r.versions.first()) else {
-                    continue;
-                };
-                let newest_v = newest.version.clone().without_local();
-                if newest_v.to_string() == *v || world.adopted.contains_key(name) {
-                    continue;
-                }
-                let mut forced = req.clone();
-                forced.pins.insert(
-                    name.clone(),
-                    (
-                        format!("{name}=={newest_v}"),
-                        VersionSpecifiers::from_iter([VersionSpecifier::equals_version(newest_v.clone())]),
-                    ),
-                );
-                if let Err(c) = solve_plain(set, py, &forced) {
-                    let because: Vec<String> = c
-                        .into_iter()
-                        .filter(|l| !l.starts_with(&format!("you asked for {name}==")))
-                        .collect();
-                    not_newest.insert(name.clone(), format!("{v}, not {newest_v}: {}", because.join("; ")));
-                }
-            }
-            Ok(Solution { chosen, not_newest })
+            Ok(Solution {
+                chosen,
+                not_newest: BTreeMap::new(),
+            })
         }
         Err(PubGrubError::NoSolution(tree)) => {
             let because = explain(&world, &tree);
@@ -301,6 +305,37 @@ pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solutio
             because: vec![format!("the solver failed: {e}")],
             ways_out: Vec::new(),
         }),
+    }
+}
+
+/// For each of `names` whose chosen version is not its recipe's newest (and not adopted), says
+/// why: the chain of reasons that forbids the newest one, found by solving again with it pinned.
+pub fn explain_not_newest(set: &RecipeSet, py: &PythonFacts, req: &Request, solution: &mut Solution, names: &[String]) {
+    let world = build_world(set, py, req);
+    for name in names {
+        let Some(v) = solution.chosen.get(name) else { continue };
+        let Some(newest) = set.get(name).and_then(|r| r.versions.first()) else {
+            continue;
+        };
+        let newest_v = newest.version.clone().without_local();
+        if newest_v.to_string() == *v || world.adopted.contains_key(name) {
+            continue;
+        }
+        let mut forced = req.clone();
+        forced.pins.insert(
+            name.clone(),
+            (
+                format!("{name}=={newest_v}"),
+                VersionSpecifiers::from_iter([VersionSpecifier::equals_version(newest_v.clone())]),
+            ),
+        );
+        if let Err(c) = solve_plain(set, py, &forced) {
+            let own = format!("you asked for {name}==");
+            let because: Vec<String> = c.into_iter().filter(|l| !l.starts_with(&own)).collect();
+            solution
+                .not_newest
+                .insert(name.clone(), format!("{v}, not {newest_v}: {}", because.join("; ")));
+        }
     }
 }
 

@@ -1,0 +1,111 @@
+//! Resolution speed on synthetic recipe sets (issue: resolver; goal: 10k components < 100 ms).
+//!
+//! Each component has three versions (3.0.0, 2.0.0, 1.0.0) and depends on 1-5 components with
+//! lower numbers, with ranges `>=1.0`, `>=2.0,<4`, and caps `<3` / `==2.*` that force the solver
+//! below the newest version. Two mixes: "realistic" (one dependency in 50 capped: most newest
+//! versions fit, as in real stacks) and "adversarial" (two in seven capped: half the components
+//! end below their newest version and the solver backtracks a lot).
+//! Run: `cargo bench --bench resolve` (prints one line per size; no GPU, no Python).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use kiln::probe::python::{Interpreter, PythonFacts};
+use kiln::recipe::RecipeSet;
+use kiln::resolve::solve::{Request, solve};
+
+/// `caps_in`: one dependency in `caps_in` is capped (`<3` or `==2.*`), forcing the solver below the
+/// newest version of that dependency and backtracking wherever the caps disagree.
+fn synthetic(n: usize, caps_in: u64) -> Vec<(String, String)> {
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (0..n)
+        .map(|i| {
+            let mut deps = String::new();
+            if i > 0 {
+                let fan = 1 + (next() % 5) as usize;
+                let mut seen = std::collections::BTreeSet::new();
+                for _ in 0..fan.min(i) {
+                    let j = (next() as usize) % i;
+                    if !seen.insert(j) {
+                        continue;
+                    }
+                    let range = match next() % caps_in {
+                        0 => "<3",
+                        1 => "==2.*",
+                        2..=4 => ">=2.0,<4",
+                        _ => ">=1.0",
+                    };
+                    deps += &format!("c{j} = \"{range}\"\n");
+                }
+            }
+            let mut text = format!("[package]\nname = \"c{i}\"\n[depends]\n{deps}");
+            for v in ["3.0.0", "2.0.0", "1.0.0"] {
+                text += &format!("[[versions]]\nversion = \"{v}\"\nwheel = \"c{i}=={v}\"\n");
+            }
+            (format!("c{i}.toml"), text)
+        })
+        .collect()
+}
+
+fn main() {
+    let facts = PythonFacts {
+        python: Interpreter {
+            executable: "python3".into(),
+            version: "3.11.7".into(),
+            implementation: "cpython".into(),
+            prefix: "/venv".into(),
+            base_prefix: "/usr".into(),
+            paths: BTreeMap::new(),
+        },
+        dists: BTreeMap::new(),
+        imports: BTreeMap::new(),
+        torch: None,
+    };
+    for (mix, caps_in, sizes) in [
+        ("realistic", 50, &[1_000usize, 10_000][..]),
+        ("adversarial", 7, &[1_000usize, 10_000][..]),
+    ] {
+        for &n in sizes {
+            let files = synthetic(n, caps_in);
+            let t0 = Instant::now();
+            let set = RecipeSet::from_texts(files, "synthetic").expect("synthetic recipes are valid");
+            let parsed = t0.elapsed();
+            // Ask for the 20 highest-numbered components (each pulls in a large part of the graph),
+            // and separately for every component.
+            for (label, targets) in [
+                (
+                    "20 targets",
+                    (n - 20..n).map(|i| (format!("c{i}"), Vec::new())).collect::<Vec<_>>(),
+                ),
+                ("all targets", (0..n).map(|i| (format!("c{i}"), Vec::new())).collect()),
+            ] {
+                let req = Request {
+                    targets,
+                    ..Request::default()
+                };
+                let mut best = f64::MAX;
+                let mut chosen = 0;
+                let mut older = 0;
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    let sol = solve(&set, &facts, &req);
+                    best = best.min(t.elapsed().as_secs_f64() * 1e3);
+                    if let Ok(s) = sol {
+                        chosen = s.chosen.len();
+                        older = s.chosen.values().filter(|v| v.as_str() != "3.0.0").count();
+                    }
+                }
+                println!(
+                    "{mix}: {n} components, {label}: resolve {best:.1} ms (best of 5; {chosen} chosen, {older} below newest); parse {:.1} ms",
+                    parsed.as_secs_f64() * 1e3
+                );
+            }
+        }
+    }
+}
