@@ -489,9 +489,13 @@ fn record(
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
 fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<PythonFacts, BuildFailure> {
     let mut imports = r.imports.clone();
-    // Import torch first when the component links against it, so its ABI facts are recorded.
-    if r.depends_with(&step.features).any(|d| d.abi && d.name == "torch") {
-        imports.insert(0, "torch".into());
+    // Import what it links against first (torch above all), so the probe records their ABI facts.
+    for d in r.depends_with(&step.features).filter(|d| d.abi) {
+        if let Some(first) = cx.set.get(&d.name).and_then(|x| x.imports.first())
+            && !imports.contains(first)
+        {
+            imports.insert(0, first.clone());
+        }
     }
     for f in &step.features {
         if let Some(feat) = r.features.get(f) {

@@ -200,7 +200,7 @@ fn package(dir: &std::path::Path, name: &str, version: &str) -> String {
 }
 
 #[test]
-fn an_allowed_upgrade_of_an_abi_base_rebuilds_exactly_its_abi_dependents() {
+fn an_allowed_torch_upgrade_rebuilds_exactly_its_abi_dependents() {
     let w = World::new();
     let r = w.dir.path().join("abi");
     let p = w.dir.path().join("abi-packages");
@@ -218,28 +218,29 @@ fn an_allowed_upgrade_of_an_abi_base_rebuilds_exactly_its_abi_dependents() {
         }
         std::fs::write(r.join(format!("{name}.toml")), s).unwrap();
     };
-    recipe("base", &["2.0.0", "1.0.0"], "");
-    recipe("ext-a", &["1.0.0"], "base = { version = \">=1\", abi = true }");
-    recipe("ext-b", &["1.0.0"], "base = { version = \">=1\", abi = true }");
-    recipe("pure", &["1.0.0"], "base = \">=1\"");
+    recipe("torch", &["2.14.1", "2.11.0"], "");
+    recipe("ext-a", &["1.0.0"], "torch = { version = \">=2.11\", abi = true }");
+    recipe("ext-b", &["1.0.0"], "torch = { version = \">=2.11\", abi = true }");
+    recipe("pure", &["1.0.0"], "torch = \">=2.11\"");
     recipe("other", &["1.0.0"], "");
     let kiln = |args: &[&str]| w.kiln_with(&r).args(args).output().unwrap();
-    // Start from base 1.0.0.
-    let out = kiln(&["install", "--json", "base==1.0.0", "ext-a", "ext-b", "pure", "other"]);
+    // Start from torch 2.11.0 (a stand-in distribution `kiln-torch`, built from source here).
+    let out = kiln(&["install", "--json", "torch==2.11.0", "ext-a", "ext-b", "pure", "other"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(done(&out).len(), 5);
-    // Not named, base is adopted: nothing changes even though 2.0.0 exists.
+    // Not named, torch is adopted: nothing changes even though 2.14.1 exists.
     let v = stdout_json(&kiln(&["plan", "--json", "ext-a", "ext-b", "pure", "other"]));
     assert!(
         v["steps"].as_array().unwrap().iter().all(|s| s["action"] == "keep"),
         "{v}"
     );
-    // Allowed: base goes to 2.0.0 and exactly the two ABI dependents are rebuilt.
+    // Allowed: torch goes to 2.14.1 and exactly the two ABI dependents are rebuilt (pure, which
+    // uses torch without linking against it, and other are kept).
     let v = stdout_json(&kiln(&[
         "plan",
         "--json",
         "--allow-replace",
-        "base",
+        "torch",
         "ext-a",
         "ext-b",
         "pure",
@@ -254,28 +255,30 @@ fn an_allowed_upgrade_of_an_abi_base_rebuilds_exactly_its_abi_dependents() {
         .collect();
     assert_eq!(
         changing,
-        [("base", "rebuild"), ("ext-a", "rebuild"), ("ext-b", "rebuild")]
+        [("torch", "rebuild"), ("ext-a", "rebuild"), ("ext-b", "rebuild")]
     );
     assert_eq!(
         step(&v, "ext-a")["reason"],
-        "built against base, which this plan replaces (abi = true)"
+        "built against torch, which this plan replaces (abi = true)"
     );
     let out = kiln(&[
         "install",
         "--json",
         "--allow-replace",
-        "base",
+        "torch",
         "ext-a",
         "ext-b",
         "pure",
         "other",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(done(&out), ["base", "ext-a", "ext-b"]);
+    let rebuilt = done(&out);
+    assert_eq!(rebuilt, ["torch", "ext-a", "ext-b"]);
+    assert_eq!(rebuilt.len() - 1, 2, "two ABI dependents");
     assert_eq!(
-        w.py("import importlib.metadata as m; print(m.version('kiln-base'))")
+        w.py("import importlib.metadata as m; print(m.version('kiln-torch'))")
             .unwrap(),
-        "2.0.0"
+        "2.14.1"
     );
 }
 
