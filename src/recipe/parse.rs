@@ -20,19 +20,6 @@ use super::template::{Template, Var};
 const TOP: &[&str] = &[
     "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends", "versions",
 ];
-const VERSION: &[&str] = &[
-    "version",
-    "depends",
-    "sdist",
-    "sha256",
-    "git",
-    "rev",
-    "subdir",
-    "submodules",
-    "path",
-    "wheel",
-    "index_url",
-];
 const BACKEND: &[&str] = &["flag", "value", "needs", "arch", "cuda", "why"];
 const PACKAGE: &[&str] = &["name", "dist", "kind", "version", "accepts", "summary"];
 const SOURCE: &[&str] = &[
@@ -546,7 +533,8 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         match item.as_array_of_tables() {
             Some(arr) => {
                 for t in arr.iter() {
-                    cx.check_keys(t, "versions", VERSION);
+                    let allowed: Vec<&str> = ["version", "depends"].iter().chain(SOURCE).copied().collect();
+                    cx.check_keys(t, "versions", &allowed);
                     let header = t.span();
                     let v = cx.required(t, "version", "versions", header.clone());
                     let parsed = v.as_ref().and_then(|v| match Version::from_str(&v.value) {

@@ -228,3 +228,23 @@ pub fn stand_in(python: &Path, dir: &Path, name: &str, version: &str, module: &s
             .arg(&pkg),
     );
 }
+
+/// The component named `name` in `doctor --json` output.
+pub fn component<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+/// The step named `name` in `plan --json` output.
+pub fn step<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap()
+}

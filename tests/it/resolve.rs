@@ -1,7 +1,7 @@
 //! The resolver: one version of each component with every constraint satisfied, adopted
 //! installs kept, explanations a person can follow, and a way out.
 
-use crate::common::{World, done, kiln_bare, stand_in, stdout_json, text};
+use crate::common::{World, done, kiln_bare, stand_in, stdout_json, step, text};
 
 fn versions(v: &serde_json::Value) -> Vec<(String, String)> {
     v["versions"]
@@ -10,15 +10,6 @@ fn versions(v: &serde_json::Value) -> Vec<(String, String)> {
         .iter()
         .map(|(k, x)| (k.clone(), x.as_str().unwrap().to_string()))
         .collect()
-}
-
-fn step<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    v["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap()
 }
 
 /// kiln on the embedded recipes, a CUDA 13.0 toolkit named by the override, and a g++ 13.

@@ -3,7 +3,7 @@
 
 use std::process::Command as StdCommand;
 
-use crate::common::{World, kiln_bare, stdout_json, text};
+use crate::common::{World, kiln_bare, stdout_json, step, text};
 
 fn plan_json(w: &World, cuda: Option<&str>) -> serde_json::Value {
     let mut c = kiln_bare();
@@ -147,15 +147,6 @@ fn fake_compiler(dir: &std::path::Path, line: &str) -> std::path::PathBuf {
     std::fs::write(&p, format!("#!/bin/sh\necho '{line}'\n")).unwrap();
     StdCommand::new("chmod").arg("755").arg(&p).status().unwrap();
     p
-}
-
-fn step<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    v["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap()
 }
 
 #[test]

@@ -4,16 +4,7 @@
 
 use std::process::Command as StdCommand;
 
-use crate::common::{World, cuda, stdout_json, text};
-
-fn component<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    v["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap()
-}
+use crate::common::{World, component, cuda, stdout_json, text};
 
 #[test]
 fn kernels_for_another_arch_are_wrong_arch_and_a_rebuild_fixes_them() {
