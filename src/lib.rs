@@ -12,13 +12,18 @@
 //! * [`recipe`] reads one TOML file per component into a validated [`recipe::RecipeSet`]
 //!   (embedded in the binary, or `--recipes DIR`); every problem is reported at `file:line:col`.
 //! * [`probe`] reads machine facts (GPUs, driver, CUDA toolkit) and runs one embedded script in
-//!   the target interpreter: installed distributions and each import the recipes name.
-//! * [`resolve`] turns facts into a [`resolve::Status`] per component (with evidence) and a
+//!   the target interpreter: installed distributions and each import the recipes name (a hang or
+//!   crash is pinned on its import); it reads the fatbins of each distribution's shared objects,
+//!   and caches all of it against the state of the environment.
+//! * [`fatbin`] lists the SASS and PTX inside CUDA binaries from their headers.
+//! * [`resolve`] turns facts into a [`resolve::Status`] per component (with evidence: imports,
+//!   kernel images for the target arch, build fingerprints), verdicts for runtime backends,
+//!   chooses one version of each component with a PubGrub solver, and makes a
 //!   [`resolve::Plan`] in dependency order, each step with its reason and build environment.
 //! * [`build`] carries out the plan: source → wheel → install → verify, restoring the
 //!   environment when a step fails.
-//! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling); [`process`] is
-//!   the one subprocess wrapper.
+//! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling) and the run rules;
+//!   [`process`] is the one subprocess wrapper.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
 
 pub mod arch;
