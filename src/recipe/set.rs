@@ -266,6 +266,13 @@ impl RecipeSet {
                 .depends_with(&all)
                 .chain(r.versions.iter().flat_map(|v| v.depends.iter()))
             {
+                // Skip what is already known with these features (most edges, in large sets).
+                if features
+                    .get(&d.name)
+                    .is_some_and(|k| d.features.iter().all(|f| k.contains(f)))
+                {
+                    continue;
+                }
                 stack.push((d.name.clone(), d.features.clone()));
             }
         }
@@ -281,15 +288,15 @@ impl RecipeSet {
     /// Topological order of `names` (all of which exist), dependencies first.
     fn order(&self, names: BTreeSet<String>) -> Vec<String> {
         let mut out = Vec::new();
-        let mut done = BTreeSet::new();
-        fn visit(
-            set: &RecipeSet,
-            n: &str,
+        let mut done = std::collections::HashSet::new();
+        fn visit<'a>(
+            set: &'a RecipeSet,
+            n: &'a str,
             names: &BTreeSet<String>,
-            done: &mut BTreeSet<String>,
+            done: &mut std::collections::HashSet<&'a str>,
             out: &mut Vec<String>,
         ) {
-            if !done.insert(n.to_string()) {
+            if !done.insert(n) {
                 return;
             }
             let r = &set.recipes[n];

@@ -64,6 +64,53 @@ pub struct Conflict {
 
 type Vs = Ranges<Version>;
 
+/// A set of candidate versions of one package, as bits: bit `i` is the package's `i`-th
+/// candidate in order of preference. Every set operation is one machine instruction, which is
+/// what keeps 10,000-component resolutions fast; the PEP 440 ranges are applied once, when the
+/// world is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cands(u64);
+
+impl std::fmt::Display for Cands {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#b}", self.0)
+    }
+}
+
+impl pubgrub::VersionSet for Cands {
+    type V = u32;
+    fn empty() -> Self {
+        Cands(0)
+    }
+    fn singleton(v: u32) -> Self {
+        Cands(1u64.checked_shl(v).unwrap_or(0))
+    }
+    fn complement(&self) -> Self {
+        Cands(!self.0)
+    }
+    fn intersection(&self, other: &Self) -> Self {
+        Cands(self.0 & other.0)
+    }
+    fn contains(&self, v: &u32) -> bool {
+        v < &64 && self.0 & (1 << v) != 0
+    }
+    fn full() -> Self {
+        Cands(u64::MAX)
+    }
+    fn union(&self, other: &Self) -> Self {
+        Cands(self.0 | other.0)
+    }
+    fn is_disjoint(&self, other: &Self) -> bool {
+        self.0 & other.0 == 0
+    }
+    fn subset_of(&self, other: &Self) -> bool {
+        self.0 & !other.0 == 0
+    }
+}
+
+/// The most candidates one package may have (bits in [`Cands`]).
+const MAX_CANDIDATES: usize = 64;
+
 /// PEP 440 specifiers as a PubGrub range (locals ignored).
 pub fn ranges(spec: &VersionSpecifiers) -> Vs {
     spec.iter().fold(Ranges::full(), |acc, s| acc.intersection(&one(s)))
@@ -95,12 +142,15 @@ fn one(s: &VersionSpecifier) -> Vs {
     }
 }
 
+/// A dependency edge: the component, the versions allowed, the specifier as written.
+type Edge = (String, Vs, String);
+
 /// kiln's world in PubGrub's terms.
 struct World {
     /// Candidate versions per package, in order of preference, with their origin.
     candidates: BTreeMap<String, Vec<(Version, Origin)>>,
-    /// Dependencies of each (package, version).
-    deps: BTreeMap<(String, Version), Vec<(String, Vs)>>,
+    /// Dependencies of each (package, version), with the specifier as written.
+    deps: BTreeMap<(String, Version), Vec<Edge>>,
     /// Why the root depends on a package: "you asked for", "installed", ...
     root_reasons: BTreeMap<String, String>,
     /// Installed components that must keep their version.
@@ -111,51 +161,125 @@ struct World {
     order: std::collections::HashMap<String, usize>,
 }
 
-impl DependencyProvider for World {
+/// The world compiled for PubGrub: versions are candidate indexes, version sets are bitmasks.
+struct Compiled<'w> {
+    world: &'w World,
+    deps: std::collections::HashMap<(String, u32), Vec<(String, Cands)>>,
+}
+
+impl<'w> Compiled<'w> {
+    fn new(world: &'w World) -> Compiled<'w> {
+        let mask = |d: &str, vs: &Vs| {
+            let mut bits = 0u64;
+            for (i, (v, _)) in world
+                .candidates
+                .get(d)
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .take(MAX_CANDIDATES)
+            {
+                if vs.contains(v) {
+                    bits |= 1 << i;
+                }
+            }
+            Cands(bits)
+        };
+        // Many edges share a specifier (`>=2.11`, `==2.14.1`): compute each (package, text) once.
+        let mut masks: std::collections::HashMap<(&str, &str), Cands> = std::collections::HashMap::new();
+        let mut deps = std::collections::HashMap::new();
+        for ((p, v), list) in &world.deps {
+            let index = if p == ROOT {
+                Some(0)
+            } else {
+                world
+                    .candidates
+                    .get(p)
+                    .and_then(|c| c.iter().position(|(x, _)| x == v))
+                    .map(|i| i as u32)
+            };
+            let Some(index) = index else { continue };
+            let compiled: Vec<(String, Cands)> = list
+                .iter()
+                .map(|(d, vs, t)| {
+                    (
+                        d.clone(),
+                        *masks.entry((d.as_str(), t.as_str())).or_insert_with(|| mask(d, vs)),
+                    )
+                })
+                .collect();
+            deps.insert((p.clone(), index), compiled);
+        }
+        Compiled { world, deps }
+    }
+
+    fn version(&self, p: &str, i: u32) -> Option<&Version> {
+        self.world
+            .candidates
+            .get(p)
+            .and_then(|c| c.get(i as usize))
+            .map(|(v, _)| v)
+    }
+
+    /// The candidate versions in a set, as text.
+    fn versions_text(&self, p: &str, set: &Cands) -> String {
+        let vs: Vec<String> = (0..MAX_CANDIDATES as u32)
+            .filter(|i| set.0 & (1 << i) != 0)
+            .filter_map(|i| self.version(p, i).map(|v| v.to_string()))
+            .collect();
+        vs.join(" or ")
+    }
+}
+
+impl DependencyProvider for Compiled<'_> {
     type P = String;
-    type V = Version;
-    type VS = Vs;
+    type V = u32;
+    type VS = Cands;
     /// Packages that caused more conflicts first, then dependents before their dependencies,
     /// then those with fewer candidate versions.
-    type Priority = (u32, usize, Reverse<usize>);
+    type Priority = (u32, usize, Reverse<u32>);
     type M = String;
     type Err = std::convert::Infallible;
 
-    fn prioritize(&self, package: &String, range: &Vs, stats: &PackageResolutionStatistics) -> Self::Priority {
+    fn prioritize(&self, package: &String, range: &Cands, stats: &PackageResolutionStatistics) -> Self::Priority {
         let n = self
+            .world
             .candidates
             .get(package)
-            .map_or(0, |c| c.iter().filter(|(v, _)| range.contains(v)).count());
+            .map_or(0, |c| c.len().min(MAX_CANDIDATES));
+        let avail = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
         let order = if package == ROOT {
             usize::MAX
         } else {
-            self.order.get(package).copied().unwrap_or(0)
+            self.world.order.get(package).copied().unwrap_or(0)
         };
-        (stats.conflict_count(), order, Reverse(n))
+        (stats.conflict_count(), order, Reverse((range.0 & avail).count_ones()))
     }
 
-    fn choose_version(&self, package: &String, range: &Vs) -> Result<Option<Version>, Self::Err> {
+    fn choose_version(&self, package: &String, range: &Cands) -> Result<Option<u32>, Self::Err> {
         if package == ROOT {
-            return Ok(Some(Version::new([0])));
+            return Ok(Some(0));
         }
-        Ok(self
+        let n = self
+            .world
             .candidates
             .get(package)
-            .and_then(|c| c.iter().find(|(v, _)| range.contains(v)).map(|(v, _)| v.clone())))
+            .map_or(0, |c| c.len().min(MAX_CANDIDATES)) as u32;
+        Ok((0..n).find(|i| range.0 & (1 << i) != 0))
     }
 
     fn get_dependencies(
         &self,
         package: &String,
-        version: &Version,
-    ) -> Result<Dependencies<String, Vs, String>, Self::Err> {
-        let mut merged: BTreeMap<String, Vs> = BTreeMap::new();
-        for (d, r) in self.deps.get(&(package.clone(), version.clone())).into_iter().flatten() {
-            let entry = merged.entry(d.clone()).or_insert_with(Ranges::full);
-            *entry = entry.intersection(r);
+        version: &u32,
+    ) -> Result<Dependencies<String, Cands, String>, Self::Err> {
+        let mut merged: BTreeMap<String, Cands> = BTreeMap::new();
+        for (d, m) in self.deps.get(&(package.clone(), *version)).into_iter().flatten() {
+            let e = merged.entry(d.clone()).or_insert(Cands(u64::MAX));
+            e.0 &= m.0;
         }
         Ok(Dependencies::Available(
-            merged.into_iter().collect::<DependencyConstraints<String, Vs>>(),
+            merged.into_iter().collect::<DependencyConstraints<String, Cands>>(),
         ))
     }
 }
@@ -189,8 +313,9 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
         }
     }
     let reachable = set.closure(&roots);
+    let mut range_cache: std::collections::HashMap<String, Vs> = std::collections::HashMap::new();
     w.order = reachable.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
-    let mut root: Vec<(String, Vs)> = Vec::new();
+    let mut root: Vec<(String, Vs, String)> = Vec::new();
     for r in reachable
         .iter()
         .filter_map(|(n, _)| set.get(n))
@@ -225,17 +350,17 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
                     Some(pep508_rs::VersionOrUrl::VersionSpecifier(s)) => s.clone(),
                     _ => VersionSpecifiers::from_iter(std::iter::empty()),
                 };
-                deps.push((comp.to_string(), ranges(&spec)));
+                deps.push((comp.to_string(), ranges(&spec), spec.to_string()));
             }
             w.deps.insert((r.name.clone(), v.clone()), deps);
             if !replaceable {
                 w.adopted.insert(r.name.clone(), v.clone());
-                root.push((r.name.clone(), Ranges::singleton(v.clone())));
+                root.push((r.name.clone(), Ranges::singleton(v.clone()), format!("=={v}")));
                 w.root_reasons
                     .insert(r.name.clone(), format!("{} {v} is installed and adopted", r.name));
             } else {
                 // Installed and replaceable: some version of it must still fit everything else.
-                root.push((r.name.clone(), Ranges::full()));
+                root.push((r.name.clone(), Ranges::full(), String::new()));
                 w.root_reasons
                     .insert(r.name.clone(), format!("{} {v} is installed", r.name));
             }
@@ -243,11 +368,18 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
         if !w.adopted.contains_key(&r.name) {
             for e in &r.versions {
                 let v = e.version.clone().without_local();
-                let deps: Vec<(String, Vs)> = r
+                let deps: Vec<(String, Vs, String)> = r
                     .depends_of(Some(&e.version), &[])
                     .into_iter()
                     .filter(|d| set.get(&d.name).is_some_and(|x| x.kind == Kind::Python))
-                    .map(|d| (d.name.clone(), d.spec.as_ref().map_or_else(Ranges::full, ranges)))
+                    .map(|d| {
+                        let text = d.version.clone().unwrap_or_default();
+                        let vs = range_cache
+                            .entry(text.clone())
+                            .or_insert_with(|| d.spec.as_ref().map_or_else(Ranges::full, ranges))
+                            .clone();
+                        (d.name.clone(), vs, text)
+                    })
                     .collect();
                 // An installed version that the recipe also describes uses the recipe's pins
                 // merged with its metadata (both must hold to keep or rebuild it).
@@ -265,14 +397,14 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
     }
     for (name, _) in &req.targets {
         if set.get(name).is_some_and(|r| r.kind == Kind::Python) {
-            root.push((name.clone(), Ranges::full()));
+            root.push((name.clone(), Ranges::full(), String::new()));
             w.root_reasons
                 .entry(name.clone())
                 .or_insert_with(|| format!("you asked for {name}"));
         }
     }
     for (name, (text, spec)) in &req.pins {
-        root.push((name.clone(), ranges(spec)));
+        root.push((name.clone(), ranges(spec), spec.to_string()));
         w.root_reasons.insert(name.clone(), format!("you asked for {text}"));
     }
     w.deps.insert((ROOT.to_string(), Version::new([0])), root);
@@ -282,12 +414,13 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
 /// Solves `req`. On success, also says for each component not at its newest version why not.
 pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solution, Conflict> {
     let world = build_world(set, py, req);
-    match pubgrub::resolve(&world, ROOT.to_string(), Version::new([0])) {
+    let compiled = Compiled::new(&world);
+    match pubgrub::resolve(&compiled, ROOT.to_string(), 0u32) {
         Ok(sel) => {
             let chosen: BTreeMap<String, String> = sel
                 .into_iter()
                 .filter(|(p, _)| p != ROOT)
-                .map(|(p, v)| (p, v.to_string()))
+                .filter_map(|(p, i)| compiled.version(&p, i).map(|v| (p.clone(), v.to_string())))
                 .collect();
             Ok(Solution {
                 chosen,
@@ -295,7 +428,7 @@ pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solutio
             })
         }
         Err(PubGrubError::NoSolution(tree)) => {
-            let because = explain(&world, &tree);
+            let because = explain(&compiled, &tree);
             Err(Conflict {
                 ways_out: ways_out(set, py, req, &world, &tree),
                 because,
@@ -341,61 +474,94 @@ pub fn explain_not_newest(set: &RecipeSet, py: &PythonFacts, req: &Request, solu
 
 fn solve_plain(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<(), Vec<String>> {
     let world = build_world(set, py, req);
-    match pubgrub::resolve(&world, ROOT.to_string(), Version::new([0])) {
+    let compiled = Compiled::new(&world);
+    match pubgrub::resolve(&compiled, ROOT.to_string(), 0u32) {
         Ok(_) => Ok(()),
-        Err(PubGrubError::NoSolution(tree)) => Err(explain(&world, &tree)),
+        Err(PubGrubError::NoSolution(tree)) => Err(explain(&compiled, &tree)),
         Err(e) => Err(vec![e.to_string()]),
     }
 }
 
-/// A version set in words: `==2.14.1`, `>=2.14`, `any version`.
-fn range_text(r: &Vs) -> String {
-    if let Some(v) = r.as_singleton() {
-        return format!("=={v}");
-    }
-    if r == &Ranges::full() {
-        return "(any version)".into();
-    }
-    r.to_string()
-}
-
-fn package_version_text(r: &Vs) -> String {
-    match r.as_singleton() {
-        Some(v) => v.to_string(),
-        None => range_text(r),
-    }
-}
+type Tree = DerivationTree<String, Cands, String>;
 
 /// The external facts at the leaves of the derivation tree, as lines a person can follow.
-fn explain(world: &World, tree: &DerivationTree<String, Vs, String>) -> Vec<String> {
+fn explain(c: &Compiled, tree: &Tree) -> Vec<String> {
+    let world = c.world;
     let mut leaves = Vec::new();
     collect(tree, &mut leaves);
     let mut lines: Vec<String> = Vec::new();
     for e in leaves {
         let line = match e {
-            External::FromDependencyOf(p, _, d, dr) if p == ROOT => world
+            External::FromDependencyOf(p, _, d, _) if p == ROOT => world
                 .root_reasons
                 .get(&d)
                 .cloned()
-                .unwrap_or_else(|| format!("you asked for {d} {}", range_text(&dr))),
+                .unwrap_or_else(|| format!("you asked for {d}")),
             External::FromDependencyOf(p, pv, d, dr) => {
-                let pv_text = package_version_text(&pv);
-                let installed = pv.as_singleton().is_some_and(|v| {
-                    world
-                        .candidates
-                        .get(&p)
-                        .is_some_and(|c| c.iter().any(|(x, o)| x == v && *o == Origin::Installed))
-                });
-                if installed {
-                    format!(
-                        "{p} {pv_text} is installed, and its metadata requires {d} {}",
-                        range_text(&dr)
-                    )
+                // A requirement no candidate of `d` meets: say why there is none.
+                let n = world.candidates.get(&d).map_or(0, |x| x.len().min(MAX_CANDIDATES));
+                let avail = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+                let none_fits = dr.0 & avail == 0;
+                let versions = c.versions_text(&p, &pv);
+                // The specifier as written, from the first version of `p` in the set.
+                let first = (0..MAX_CANDIDATES as u32).find(|i| pv.0 & (1 << i) != 0);
+                let (text, installed) = match first.and_then(|i| c.version(&p, i).map(|v| (i, v))) {
+                    Some((i, v)) => {
+                        let text = world
+                            .deps
+                            .get(&(p.clone(), v.clone()))
+                            .and_then(|list| list.iter().find(|(x, _, _)| *x == d).map(|(_, _, t)| t.clone()))
+                            .unwrap_or_default();
+                        let installed = world
+                            .candidates
+                            .get(&p)
+                            .and_then(|c| c.get(i as usize))
+                            .is_some_and(|(_, o)| *o == Origin::Installed);
+                        (text, installed)
+                    }
+                    None => (String::new(), false),
+                };
+                let text = if text.is_empty() {
+                    "(any version)".to_string()
                 } else {
-                    format!("{p} {pv_text} needs {d} {}", range_text(&dr))
+                    text
+                };
+                let edge = if installed {
+                    format!("{p} {versions} is installed, and its metadata requires {d} {text}")
+                } else {
+                    format!("{p} {versions} needs {d} {text}")
+                };
+                if none_fits {
+                    if !lines.contains(&edge) {
+                        lines.push(edge);
+                    }
+                    match world.adopted.get(&d) {
+                        Some(v) => {
+                            format!("{d} {v} is installed and adopted; kiln does not replace it (--allow-replace {d})")
+                        }
+                        None => {
+                            let offered: Vec<String> = world
+                                .candidates
+                                .get(&d)
+                                .into_iter()
+                                .flatten()
+                                .map(|(v, _)| v.to_string())
+                                .collect();
+                            format!(
+                                "no version of {d} that kiln knows satisfies {text} (known: {})",
+                                if offered.is_empty() {
+                                    "none".into()
+                                } else {
+                                    offered.join(", ")
+                                }
+                            )
+                        }
+                    }
+                } else {
+                    edge
                 }
             }
-            External::NoVersions(p, r) => match world.adopted.get(&p) {
+            External::NoVersions(p, _) => match world.adopted.get(&p) {
                 Some(v) => format!("{p} {v} is installed and adopted; kiln does not replace it (--allow-replace {p})"),
                 None => {
                     let offered: Vec<String> = world
@@ -406,8 +572,7 @@ fn explain(world: &World, tree: &DerivationTree<String, Vs, String>) -> Vec<Stri
                         .map(|(v, _)| v.to_string())
                         .collect();
                     format!(
-                        "no version of {p} that kiln knows satisfies {} (known: {})",
-                        range_text(&r),
+                        "no version of {p} that kiln knows fits (known: {})",
                         if offered.is_empty() {
                             "none".into()
                         } else {
@@ -426,7 +591,7 @@ fn explain(world: &World, tree: &DerivationTree<String, Vs, String>) -> Vec<Stri
     lines
 }
 
-fn collect(tree: &DerivationTree<String, Vs, String>, out: &mut Vec<External<String, Vs, String>>) {
+fn collect(tree: &Tree, out: &mut Vec<External<String, Cands, String>>) {
     match tree {
         DerivationTree::External(e) => out.push(e.clone()),
         DerivationTree::Derived(d) => {
@@ -437,13 +602,7 @@ fn collect(tree: &DerivationTree<String, Vs, String>, out: &mut Vec<External<Str
 }
 
 /// What the user can do: each relaxation kiln can try is tried, and offered only if it works.
-fn ways_out(
-    set: &RecipeSet,
-    py: &PythonFacts,
-    req: &Request,
-    world: &World,
-    tree: &DerivationTree<String, Vs, String>,
-) -> Vec<String> {
+fn ways_out(set: &RecipeSet, py: &PythonFacts, req: &Request, world: &World, tree: &Tree) -> Vec<String> {
     let mut leaves = Vec::new();
     collect(tree, &mut leaves);
     let mut involved: BTreeSet<String> = BTreeSet::new();

@@ -82,7 +82,7 @@ fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_ado
     insta::assert_snapshot!("older_sglang_because", w.redact(sglang["reason"].as_str().unwrap()));
     let vllm = step(&v, "vllm")["reason"].as_str().unwrap().to_string();
     assert!(
-        vllm.contains("0.20.0, not 0.33.0: vllm 0.33.0 needs torch >=2.14, <2.15"),
+        vllm.contains("0.20.0, not 0.33.0: vllm 0.33.0 needs torch >=2.14,<2.15"),
         "{vllm}"
     );
 
