@@ -113,7 +113,11 @@ pub fn read_file(path: &Path) -> Result<FileReport, FatbinError> {
         message: m,
     };
     let file = std::fs::File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
-    let len = file.metadata().map_err(|e| err(format!("cannot stat: {e}")))?.len();
+    let meta = file.metadata().map_err(|e| err(format!("cannot stat: {e}")))?;
+    if meta.is_dir() {
+        return Err(err("is a directory; name the files inside it".into()));
+    }
+    let len = meta.len();
     if len == 0 {
         return Err(err("empty file".into()));
     }
