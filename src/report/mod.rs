@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::build::{BuildFailure, Outcome};
 use crate::commands::Session;
 use crate::recipe::{Diagnostics, Recipe, RecipeSet, Source};
-use crate::resolve::{Action, Plan};
+use crate::resolve::Plan;
 
 pub fn json<T: Serialize + ?Sized>(v: &T) {
     match serde_json::to_string_pretty(v) {
@@ -388,9 +388,4 @@ pub fn arch_files(files: &[crate::commands::ArchFile]) {
             println!("  {}  {}", if r.usable { "runs" } else { "NO  " }, r.why);
         }
     }
-}
-
-/// Whether a step is one a person needs to act on.
-pub fn is_stuck(a: Action) -> bool {
-    matches!(a, Action::Blocked | Action::Unsupported)
 }

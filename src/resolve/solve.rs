@@ -484,6 +484,28 @@ fn solve_plain(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<(), V
 
 type Tree = DerivationTree<String, Cands, String>;
 
+/// Why no candidate of `p` is acceptable: it is adopted, or none of the known versions fits.
+fn why_none(world: &World, p: &str, wanted: &str) -> String {
+    match world.adopted.get(p) {
+        Some(v) => format!("{p} {v} is installed and adopted; kiln does not replace it (--allow-replace {p})"),
+        None => {
+            let offered: Vec<String> = world
+                .candidates
+                .get(p)
+                .into_iter()
+                .flatten()
+                .map(|(v, _)| v.to_string())
+                .collect();
+            let known = if offered.is_empty() {
+                "none".to_string()
+            } else {
+                offered.join(", ")
+            };
+            format!("no version of {p} that kiln knows {wanted} (known: {known})")
+        }
+    }
+}
+
 /// The external facts at the leaves of the derivation tree, as lines a person can follow.
 fn explain(c: &Compiled, tree: &Tree) -> Vec<String> {
     let world = c.world;
@@ -535,52 +557,12 @@ fn explain(c: &Compiled, tree: &Tree) -> Vec<String> {
                     if !lines.contains(&edge) {
                         lines.push(edge);
                     }
-                    match world.adopted.get(&d) {
-                        Some(v) => {
-                            format!("{d} {v} is installed and adopted; kiln does not replace it (--allow-replace {d})")
-                        }
-                        None => {
-                            let offered: Vec<String> = world
-                                .candidates
-                                .get(&d)
-                                .into_iter()
-                                .flatten()
-                                .map(|(v, _)| v.to_string())
-                                .collect();
-                            format!(
-                                "no version of {d} that kiln knows satisfies {text} (known: {})",
-                                if offered.is_empty() {
-                                    "none".into()
-                                } else {
-                                    offered.join(", ")
-                                }
-                            )
-                        }
-                    }
+                    why_none(world, &d, &format!("satisfies {text}"))
                 } else {
                     edge
                 }
             }
-            External::NoVersions(p, _) => match world.adopted.get(&p) {
-                Some(v) => format!("{p} {v} is installed and adopted; kiln does not replace it (--allow-replace {p})"),
-                None => {
-                    let offered: Vec<String> = world
-                        .candidates
-                        .get(&p)
-                        .into_iter()
-                        .flatten()
-                        .map(|(v, _)| v.to_string())
-                        .collect();
-                    format!(
-                        "no version of {p} that kiln knows fits (known: {})",
-                        if offered.is_empty() {
-                            "none".into()
-                        } else {
-                            offered.join(", ")
-                        }
-                    )
-                }
-            },
+            External::NoVersions(p, _) => why_none(world, &p, "fits"),
             External::Custom(p, _, m) => format!("{p}: {m}"),
             External::NotRoot(..) => continue,
         };

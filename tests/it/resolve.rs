@@ -285,19 +285,16 @@ fn versioned_recipes_still_report_unknown_dependencies_and_cycles() {
     };
     std::fs::write(dir.join("a.toml"), r("a", "b")).unwrap();
     std::fs::write(dir.join("b.toml"), r("b", "a")).unwrap();
-    let out = kiln_bare()
-        .current_dir(tmp.path())
-        .args(["recipes", "--recipes", "v"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    insta::assert_snapshot!("versioned_cycle", text(&out.stderr));
+    let errors = || {
+        let out = kiln_bare()
+            .current_dir(tmp.path())
+            .args(["recipes", "--recipes", "v"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        text(&out.stderr)
+    };
+    insta::assert_snapshot!("versioned_cycle", errors());
     std::fs::write(dir.join("b.toml"), r("b", "nope")).unwrap();
-    let out = kiln_bare()
-        .current_dir(tmp.path())
-        .args(["recipes", "--recipes", "v"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    insta::assert_snapshot!("versioned_unknown_dependency", text(&out.stderr));
+    insta::assert_snapshot!("versioned_unknown_dependency", errors());
 }

@@ -15,6 +15,13 @@ fn sh(dir: &std::path::Path, args: &[&str]) -> String {
     text(&out.stdout).trim().to_string()
 }
 
+/// git with a fixed identity, in a repository the test owns.
+fn git(repo: &std::path::Path, args: &[&str]) -> String {
+    let mut all = vec!["git", "-c", "user.name=kiln", "-c", "user.email=kiln@test"];
+    all.extend_from_slice(args);
+    sh(repo, &all)
+}
+
 fn use_source(w: &World, recipe: &str, source: &str) {
     let p = w.recipes.join(format!("{recipe}.toml"));
     let body = std::fs::read_to_string(&p).unwrap();
@@ -29,23 +36,8 @@ fn git_source_at_a_tag_records_the_commit() {
     let repo = w.dir.path().join("pure-repo");
     crate::common::copy_dir(&w.packages.join("kiln-fixture-pure"), &repo);
     sh(&repo, &["git", "init", "-q"]);
-    sh(
-        &repo,
-        &["git", "-c", "user.name=kiln", "-c", "user.email=kiln@test", "add", "."],
-    );
-    sh(
-        &repo,
-        &[
-            "git",
-            "-c",
-            "user.name=kiln",
-            "-c",
-            "user.email=kiln@test",
-            "commit",
-            "-qm",
-            "v1",
-        ],
-    );
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "v1"]);
     sh(&repo, &["git", "tag", "v1.0.0"]);
     let commit = sh(&repo, &["git", "rev-parse", "HEAD"]);
     // A later commit that must not be what gets built.
@@ -54,19 +46,7 @@ fn git_source_at_a_tag_records_the_commit() {
         "raise ImportError('not the tag')\n",
     )
     .unwrap();
-    sh(
-        &repo,
-        &[
-            "git",
-            "-c",
-            "user.name=kiln",
-            "-c",
-            "user.email=kiln@test",
-            "commit",
-            "-qam",
-            "later",
-        ],
-    );
+    git(&repo, &["commit", "-qam", "later"]);
     use_source(
         &w,
         "fixture-pure",
