@@ -7,10 +7,9 @@
 //! end below their newest version and the solver backtracks a lot).
 //! Run: `cargo bench --bench resolve` (prints one line per size; no GPU, no Python).
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
-use kiln::probe::python::{Interpreter, PythonFacts};
+use kiln::probe::python::PythonFacts;
 use kiln::recipe::RecipeSet;
 use kiln::resolve::solve::{Request, solve};
 
@@ -54,19 +53,7 @@ fn synthetic(n: usize, caps_in: u64) -> Vec<(String, String)> {
 }
 
 fn main() {
-    let facts = PythonFacts {
-        python: Interpreter {
-            executable: "python3".into(),
-            version: "3.11.7".into(),
-            implementation: "cpython".into(),
-            prefix: "/venv".into(),
-            base_prefix: "/usr".into(),
-            paths: BTreeMap::new(),
-        },
-        dists: BTreeMap::new(),
-        imports: BTreeMap::new(),
-        torch: None,
-    };
+    let facts = PythonFacts::nothing_installed("python3", "3.11.7");
     for (mix, caps_in, sizes) in [
         ("realistic", 50, &[1_000usize, 10_000][..]),
         ("adversarial", 7, &[1_000usize, 10_000][..]),

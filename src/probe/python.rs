@@ -112,6 +112,24 @@ pub struct PythonFacts {
 }
 
 impl PythonFacts {
+    /// An interpreter with nothing installed, probed by nobody: the world of synthetic
+    /// resolutions (benchmarks, solver tests).
+    pub fn nothing_installed(executable: &str, version: &str) -> PythonFacts {
+        PythonFacts {
+            python: Interpreter {
+                executable: executable.to_string(),
+                version: version.to_string(),
+                implementation: "cpython".into(),
+                prefix: "/venv".into(),
+                base_prefix: "/usr".into(),
+                paths: BTreeMap::new(),
+            },
+            dists: BTreeMap::new(),
+            imports: BTreeMap::new(),
+            torch: None,
+        }
+    }
+
     /// The fingerprint a component built against `dep` records: torch's ABI facts for torch,
     /// else the distribution's version and the wheel kiln built it from.
     pub fn fingerprint(&self, dep_dist: &str) -> Option<String> {

@@ -237,7 +237,10 @@ impl Recipe {
     }
 
     /// The dependencies of the component with the given features switched on.
-    pub fn depends_with<'a>(&'a self, features: &'a [String]) -> impl Iterator<Item = &'a Dependency> {
+    pub fn depends_with<'a, 'f>(
+        &'a self,
+        features: &'f [String],
+    ) -> impl Iterator<Item = &'a Dependency> + use<'a, 'f> {
         self.depends.iter().chain(
             features
                 .iter()

@@ -241,6 +241,9 @@ fn dotted(section: &str, key: &str) -> String {
     }
 }
 
+/// The most `[[versions]]` one recipe may list.
+pub const MAX_VERSIONS: usize = 63;
+
 fn parse_bytes(s: &str) -> Option<u64> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit() && c != '.')?;
@@ -532,7 +535,16 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     if let Some(item) = root.get("versions") {
         match item.as_array_of_tables() {
             Some(arr) => {
-                for t in arr.iter() {
+                for (i, t) in arr.iter().enumerate() {
+                    // The solver holds a component's candidates (these and the installed one)
+                    // as bits of one 64-bit word.
+                    if i == MAX_VERSIONS {
+                        cx.error(
+                            t.span(),
+                            format!("more than {MAX_VERSIONS} [[versions]]"),
+                            Some("keep the versions people may still need; older ones belong in another recipe".into()),
+                        );
+                    }
                     let allowed: Vec<&str> = ["version", "depends"].iter().chain(SOURCE).copied().collect();
                     cx.check_keys(t, "versions", &allowed);
                     let header = t.span();
@@ -955,6 +967,23 @@ imports = ["demo", "demo._ext"]
         let tpl = &errs[3];
         let line = bad.lines().nth(tpl.line - 1).unwrap();
         assert_eq!(&line[tpl.column - 1..tpl.column - 1 + 15], "{arch.tensorrt}");
+    }
+
+    #[test]
+    fn more_versions_than_the_solver_holds_are_refused_at_the_first_extra_one() {
+        let mut src = String::from("[package]\nname = \"many\"\n");
+        for i in (0..=MAX_VERSIONS).rev() {
+            src += &format!("[[versions]]\nversion = \"1.{i}\"\nwheel = \"many==1.{i}\"\n");
+        }
+        let errs = parse("many.toml", &src, None).unwrap_err().diags;
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].message, format!("more than {MAX_VERSIONS} [[versions]]"));
+        // The 64th entry, counting from 1, is the one pointed at.
+        let line = src.lines().nth(errs[0].line - 1).unwrap();
+        assert_eq!(line, "[[versions]]");
+        assert_eq!(src.lines().nth(errs[0].line).unwrap(), "version = \"1.0\"");
+        let fits = src.replacen("[[versions]]\nversion = \"1.63\"\nwheel = \"many==1.63\"\n", "", 1);
+        assert!(parse("many.toml", &fits, None).is_ok());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::path::Path;
 use include_dir::{Dir, include_dir};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::diag::{Diagnostic, Diagnostics};
 use super::model::Recipe;
@@ -249,18 +250,30 @@ impl RecipeSet {
     /// The targets and everything they depend on, with the features each needs, in execution
     /// order (dependencies first; ties broken by name so the order is stable).
     pub fn closure(&self, targets: &[(String, Vec<String>)]) -> Vec<(String, Vec<String>)> {
-        let mut features: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut stack: Vec<(String, Vec<String>)> = targets.to_vec();
+        self.closure_of(targets)
+            .into_iter()
+            .map(|(r, f)| (r.name.clone(), f.into_iter().map(str::to_string).collect()))
+            .collect()
+    }
+
+    /// [`RecipeSet::closure`], borrowing: the recipes themselves and their features' names.
+    /// Unknown target names are skipped.
+    pub fn closure_of<'a: 't, 't>(&'a self, targets: &'t [(String, Vec<String>)]) -> Vec<(&'a Recipe, Vec<&'t str>)> {
+        let mut features: FxHashMap<&'t str, (&'a Recipe, BTreeSet<&'t str>)> = FxHashMap::default();
+        let mut stack: Vec<(&'t str, &'t [String])> = targets.iter().map(|(n, f)| (n.as_str(), f.as_slice())).collect();
         while let Some((name, feats)) = stack.pop() {
-            let Some(r) = self.recipes.get(&name) else { continue };
-            let seen = features.contains_key(&name);
-            let entry = features.entry(name.clone()).or_default();
+            let known = features.get(name).map(|(r, _)| *r);
+            let Some(r) = known.or_else(|| self.recipes.get(name)) else {
+                continue;
+            };
+            let seen = known.is_some();
+            let (_, entry) = features.entry(r.name.as_str()).or_insert_with(|| (r, BTreeSet::new()));
             let before = entry.len();
-            entry.extend(feats);
+            entry.extend(feats.iter().map(String::as_str));
             if seen && entry.len() == before {
                 continue;
             }
-            let all: Vec<String> = entry.iter().cloned().collect();
+            let all: Vec<String> = entry.iter().map(|f| f.to_string()).collect();
             // Every version's own pins too: the solver may pick any of them.
             for d in r
                 .depends_with(&all)
@@ -268,51 +281,43 @@ impl RecipeSet {
             {
                 // Skip what is already known with these features (most edges, in large sets).
                 if features
-                    .get(&d.name)
-                    .is_some_and(|k| d.features.iter().all(|f| k.contains(f)))
+                    .get(d.name.as_str())
+                    .is_some_and(|(_, k)| d.features.iter().all(|f| k.contains(f.as_str())))
                 {
                     continue;
                 }
-                stack.push((d.name.clone(), d.features.clone()));
+                stack.push((d.name.as_str(), d.features.as_slice()));
             }
         }
-        self.order(features.keys().cloned().collect())
-            .into_iter()
-            .map(|n| {
-                let f = features[&n].iter().cloned().collect();
-                (n, f)
-            })
-            .collect()
-    }
-
-    /// Topological order of `names` (all of which exist), dependencies first.
-    fn order(&self, names: BTreeSet<String>) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut done = std::collections::HashSet::new();
-        fn visit<'a>(
-            set: &'a RecipeSet,
-            n: &'a str,
-            names: &BTreeSet<String>,
-            done: &mut std::collections::HashSet<&'a str>,
-            out: &mut Vec<String>,
+        // Topological order, dependencies first: depth-first from each name in name order,
+        // each recipe's dependencies in name order.
+        let mut names: Vec<&'t str> = features.keys().copied().collect();
+        names.sort_unstable();
+        let mut out = Vec::with_capacity(names.len());
+        let mut done: FxHashSet<&'t str> = FxHashSet::default();
+        fn visit<'a: 't, 't>(
+            n: &'t str,
+            features: &FxHashMap<&'t str, (&'a Recipe, BTreeSet<&'t str>)>,
+            done: &mut FxHashSet<&'t str>,
+            out: &mut Vec<(&'a Recipe, Vec<&'t str>)>,
         ) {
             if !done.insert(n) {
                 return;
             }
-            let r = &set.recipes[n];
+            let (r, feats) = &features[n];
             let mut deps: Vec<&str> = r
                 .depends_all()
                 .map(|d| d.name.as_str())
-                .filter(|d| names.contains(*d))
+                .filter(|d| features.contains_key(d))
                 .collect();
-            deps.sort();
+            deps.sort_unstable();
             for d in deps {
-                visit(set, d, names, done, out);
+                visit(d, features, done, out);
             }
-            out.push(n.to_string());
+            out.push((r, feats.iter().copied().collect()));
         }
-        for n in &names {
-            visit(self, n, &names, &mut done, &mut out);
+        for n in names {
+            visit(n, &features, &mut done, &mut out);
         }
         out
     }

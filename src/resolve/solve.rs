@@ -21,10 +21,12 @@ use pubgrub::{
     Dependencies, DependencyConstraints, DependencyProvider, DerivationTree, External, PackageResolutionStatistics,
     PubGrubError, Ranges,
 };
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use crate::probe::normalize;
 use crate::probe::python::PythonFacts;
+use crate::recipe::model::Dependency;
 use crate::recipe::{Kind, RecipeSet};
 
 const ROOT: &str = "<your request>";
@@ -142,87 +144,123 @@ fn one(s: &VersionSpecifier) -> Vs {
     }
 }
 
-/// A dependency edge: the component, the versions allowed, the specifier as written.
-type Edge = (String, Vs, String);
+/// A package inside the solver: an index into [`World::names`]. Interning the names keeps
+/// strings out of the search (PubGrub hashes and clones packages constantly).
+type Id = u32;
 
-/// kiln's world in PubGrub's terms.
+/// The request itself, as PubGrub's root package.
+const ROOT_ID: Id = 0;
+
+/// A dependency edge of one candidate: the component, and the specifier as written (an index
+/// into [`World::specs`]).
+#[derive(Debug, Clone, Copy)]
+struct Edge {
+    dep: Id,
+    spec: u32,
+}
+
+/// kiln's world in PubGrub's terms. Packages are numbered in name order (the root first; a
+/// package only an installed distribution's metadata names comes last), so that dependency
+/// lists sorted by number are sorted by name and explanations do not depend on the order
+/// recipes were read in.
 struct World {
+    names: Vec<String>,
+    ids: FxHashMap<String, Id>,
     /// Candidate versions per package, in order of preference, with their origin.
-    candidates: BTreeMap<String, Vec<(Version, Origin)>>,
-    /// Dependencies of each (package, version), with the specifier as written.
-    deps: BTreeMap<(String, Version), Vec<Edge>>,
+    candidates: Vec<Vec<(Version, Origin)>>,
+    /// The distinct dependency lists: the versions of one recipe usually share theirs.
+    lists: Vec<Vec<Edge>>,
+    /// Per package and candidate index: its dependency list (an index into `lists`).
+    list_of: Vec<Vec<u32>>,
+    /// Each distinct specifier text once, with its PEP 440 range.
+    specs: Vec<(String, Vs)>,
     /// Why the root depends on a package: "you asked for", "installed", ...
     root_reasons: BTreeMap<String, String>,
     /// Installed components that must keep their version.
     adopted: BTreeMap<String, Version>,
-    /// Position in dependency order (dependencies first). Deciding dependents before their
-    /// dependencies means every cap on a component is known before its version is chosen,
-    /// which spares most backtracking.
-    order: std::collections::HashMap<String, usize>,
+    /// Position in dependency order (dependencies first), per package. Deciding dependents
+    /// before their dependencies means every cap on a component is known before its version is
+    /// chosen, which spares most backtracking.
+    order: Vec<usize>,
 }
 
-/// The world compiled for PubGrub: versions are candidate indexes, version sets are bitmasks.
+impl World {
+    fn id(&self, name: &str) -> Option<Id> {
+        self.ids.get(name).copied()
+    }
+
+    fn candidates_of(&self, name: &str) -> &[(Version, Origin)] {
+        self.id(name).map_or(&[], |i| &self.candidates[i as usize])
+    }
+
+    /// The specifier text of `p`'s candidate `i` on `d`.
+    fn spec_text(&self, p: Id, i: u32, d: Id) -> &str {
+        self.list_of[p as usize]
+            .get(i as usize)
+            .into_iter()
+            .flat_map(|l| &self.lists[*l as usize])
+            .find(|e| e.dep == d)
+            .map_or("", |e| self.specs[e.spec as usize].0.as_str())
+    }
+}
+
+/// The bits of a package's candidates that exist.
+fn available(n: usize) -> u64 {
+    if n >= MAX_CANDIDATES { u64::MAX } else { (1u64 << n) - 1 }
+}
+
+/// The world compiled for PubGrub: versions are candidate indexes, version sets are bitmasks,
+/// each dependency list merged per package and sorted (parallel to [`World::lists`]).
 struct Compiled<'w> {
     world: &'w World,
-    deps: std::collections::HashMap<(String, u32), Vec<(String, Cands)>>,
+    deps: Vec<Vec<(Id, Cands)>>,
 }
 
 impl<'w> Compiled<'w> {
     fn new(world: &'w World) -> Compiled<'w> {
-        let mask = |d: &str, vs: &Vs| {
-            let mut bits = 0u64;
-            for (i, (v, _)) in world
-                .candidates
-                .get(d)
-                .into_iter()
-                .flatten()
-                .enumerate()
-                .take(MAX_CANDIDATES)
-            {
-                if vs.contains(v) {
-                    bits |= 1 << i;
+        // Many edges share a specifier (`>=2.11`, `==2.14.1`): each (package, text) once.
+        let mut masks: FxHashMap<(Id, u32), Cands> = FxHashMap::default();
+        let mut mask = |e: &Edge| {
+            *masks.entry((e.dep, e.spec)).or_insert_with(|| {
+                let vs = &world.specs[e.spec as usize].1;
+                let mut bits = 0u64;
+                for (i, (v, _)) in world.candidates[e.dep as usize].iter().enumerate().take(MAX_CANDIDATES) {
+                    if vs.contains(v) {
+                        bits |= 1 << i;
+                    }
                 }
-            }
-            Cands(bits)
+                Cands(bits)
+            })
         };
-        // Many edges share a specifier (`>=2.11`, `==2.14.1`): compute each (package, text) once.
-        let mut masks: std::collections::HashMap<(&str, &str), Cands> = std::collections::HashMap::new();
-        let mut deps = std::collections::HashMap::new();
-        for ((p, v), list) in &world.deps {
-            let index = if p == ROOT {
-                Some(0)
-            } else {
-                world
-                    .candidates
-                    .get(p)
-                    .and_then(|c| c.iter().position(|(x, _)| x == v))
-                    .map(|i| i as u32)
-            };
-            let Some(index) = index else { continue };
-            let compiled: Vec<(String, Cands)> = list
-                .iter()
-                .map(|(d, vs, t)| {
-                    (
-                        d.clone(),
-                        *masks.entry((d.as_str(), t.as_str())).or_insert_with(|| mask(d, vs)),
-                    )
-                })
-                .collect();
-            deps.insert((p.clone(), index), compiled);
-        }
+        let deps = world
+            .lists
+            .iter()
+            .map(|edges| {
+                let mut list: Vec<(Id, Cands)> = edges.iter().map(|e| (e.dep, mask(e))).collect();
+                list.sort_by_key(|(d, _)| *d);
+                list.dedup_by(|later, kept| {
+                    let same = later.0 == kept.0;
+                    if same {
+                        kept.1.0 &= later.1.0;
+                    }
+                    same
+                });
+                list
+            })
+            .collect();
         Compiled { world, deps }
     }
 
-    fn version(&self, p: &str, i: u32) -> Option<&Version> {
-        self.world
-            .candidates
-            .get(p)
-            .and_then(|c| c.get(i as usize))
-            .map(|(v, _)| v)
+    fn version(&self, p: Id, i: u32) -> Option<&Version> {
+        self.world.candidates[p as usize].get(i as usize).map(|(v, _)| v)
+    }
+
+    fn name(&self, p: Id) -> &str {
+        &self.world.names[p as usize]
     }
 
     /// The candidate versions in a set, as text.
-    fn versions_text(&self, p: &str, set: &Cands) -> String {
+    fn versions_text(&self, p: Id, set: &Cands) -> String {
         let vs: Vec<String> = (0..MAX_CANDIDATES as u32)
             .filter(|i| set.0 & (1 << i) != 0)
             .filter_map(|i| self.version(p, i).map(|v| v.to_string()))
@@ -232,7 +270,7 @@ impl<'w> Compiled<'w> {
 }
 
 impl DependencyProvider for Compiled<'_> {
-    type P = String;
+    type P = Id;
     type V = u32;
     type VS = Cands;
     /// Packages that caused more conflicts first, then dependents before their dependencies,
@@ -241,64 +279,67 @@ impl DependencyProvider for Compiled<'_> {
     type M = String;
     type Err = std::convert::Infallible;
 
-    fn prioritize(&self, package: &String, range: &Cands, stats: &PackageResolutionStatistics) -> Self::Priority {
-        let n = self
-            .world
-            .candidates
-            .get(package)
-            .map_or(0, |c| c.len().min(MAX_CANDIDATES));
-        let avail = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-        let order = if package == ROOT {
-            usize::MAX
-        } else {
-            self.world.order.get(package).copied().unwrap_or(0)
-        };
-        (stats.conflict_count(), order, Reverse((range.0 & avail).count_ones()))
+    fn prioritize(&self, package: &Id, range: &Cands, stats: &PackageResolutionStatistics) -> Self::Priority {
+        let avail = available(self.world.candidates[*package as usize].len());
+        (
+            stats.conflict_count(),
+            self.world.order[*package as usize],
+            Reverse((range.0 & avail).count_ones()),
+        )
     }
 
-    fn choose_version(&self, package: &String, range: &Cands) -> Result<Option<u32>, Self::Err> {
-        if package == ROOT {
-            return Ok(Some(0));
-        }
-        let n = self
-            .world
-            .candidates
-            .get(package)
-            .map_or(0, |c| c.len().min(MAX_CANDIDATES)) as u32;
+    fn choose_version(&self, package: &Id, range: &Cands) -> Result<Option<u32>, Self::Err> {
+        let n = self.world.candidates[*package as usize].len().min(MAX_CANDIDATES) as u32;
         Ok((0..n).find(|i| range.0 & (1 << i) != 0))
     }
 
-    fn get_dependencies(
-        &self,
-        package: &String,
-        version: &u32,
-    ) -> Result<Dependencies<String, Cands, String>, Self::Err> {
-        let mut merged: BTreeMap<String, Cands> = BTreeMap::new();
-        for (d, m) in self.deps.get(&(package.clone(), *version)).into_iter().flatten() {
-            let e = merged.entry(d.clone()).or_insert(Cands(u64::MAX));
-            e.0 &= m.0;
-        }
+    fn get_dependencies(&self, package: &Id, version: &u32) -> Result<Dependencies<Id, Cands, String>, Self::Err> {
+        let list = self.world.list_of[*package as usize]
+            .get(*version as usize)
+            .map_or(&[][..], |l| self.deps[*l as usize].as_slice());
         Ok(Dependencies::Available(
-            merged.into_iter().collect::<DependencyConstraints<String, Cands>>(),
+            list.iter().copied().collect::<DependencyConstraints<Id, Cands>>(),
         ))
     }
 }
 
+/// Each distinct specifier text once, with its range.
+#[derive(Default)]
+struct Specs {
+    list: Vec<(String, Vs)>,
+    index: FxHashMap<String, u32>,
+}
+
+impl Specs {
+    fn intern(&mut self, text: &str, range: impl FnOnce() -> Vs) -> u32 {
+        if let Some(&i) = self.index.get(text) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push((text.to_string(), range()));
+        self.index.insert(text.to_string(), i);
+        i
+    }
+}
+
 /// Everything the solver is told, for the explanation renderer and the tests.
-fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
-    let mut w = World {
-        candidates: BTreeMap::new(),
-        deps: BTreeMap::new(),
-        root_reasons: BTreeMap::new(),
-        adopted: BTreeMap::new(),
-        order: std::collections::HashMap::new(),
-    };
-    let by_dist: BTreeMap<String, &str> = set
-        .recipes
-        .values()
-        .filter_map(|r| r.dist.as_deref().map(|d| (normalize(d), r.name.as_str())))
-        .collect();
-    let named: BTreeSet<&str> = req
+fn build_world<'a>(set: &'a RecipeSet, py: &'a PythonFacts, req: &'a Request) -> World {
+    let mut root_reasons = BTreeMap::new();
+    let mut adopted = BTreeMap::new();
+    let mut specs = Specs::default();
+    // Components by distribution name, and those installed.
+    let mut by_dist: FxHashMap<String, &str> = FxHashMap::default();
+    let mut installed: FxHashMap<&str, &crate::probe::python::Dist> = FxHashMap::default();
+    for r in set.recipes.values() {
+        if let Some(d) = r.dist.as_deref() {
+            let d = normalize(d);
+            if let Some(dist) = py.dists.get(&d) {
+                installed.insert(r.name.as_str(), dist);
+            }
+            by_dist.insert(d, r.name.as_str());
+        }
+    }
+    let named: FxHashSet<&str> = req
         .targets
         .iter()
         .map(|(n, _)| n.as_str())
@@ -306,121 +347,191 @@ fn build_world(set: &RecipeSet, py: &PythonFacts, req: &Request) -> World {
         .collect();
     // Only what the request can reach matters: the targets, the pins, what is installed, and
     // everything any of their versions depends on, in dependency order.
-    let mut roots: Vec<(String, Vec<String>)> = named.iter().map(|n| (n.to_string(), Vec::new())).collect();
-    for r in set.recipes.values() {
-        if r.dist.as_deref().is_some_and(|d| py.dists.contains_key(&normalize(d))) {
-            roots.push((r.name.clone(), Vec::new()));
+    let mut roots: Vec<(String, Vec<String>)> = req.targets.clone();
+    roots.extend(req.pins.keys().map(|n| (n.clone(), Vec::new())));
+    let mut installed_names: Vec<&str> = installed.keys().copied().collect();
+    installed_names.sort_unstable();
+    roots.extend(installed_names.iter().map(|n| (n.to_string(), Vec::new())));
+    let reachable = set.closure_of(&roots);
+    // Number the packages in name order, the root first.
+    let mut names: Vec<&str> = reachable.iter().map(|(r, _)| r.name.as_str()).collect();
+    names.sort_unstable();
+    names.insert(0, ROOT);
+    let mut ids: FxHashMap<&str, Id> = names.iter().enumerate().map(|(i, n)| (*n, i as Id)).collect();
+    let known = names.len();
+    let mut id = |name: &'a str| -> Id {
+        match ids.get(name) {
+            Some(i) => *i,
+            None => {
+                // Named only by an installed distribution's metadata or a pin.
+                let i = names.len() as Id;
+                names.push(name);
+                ids.insert(name, i);
+                i
+            }
         }
+    };
+    let mut candidates: Vec<Vec<(Version, Origin)>> = vec![vec![(Version::new([0]), Origin::Recipe)]];
+    candidates.resize_with(known, Vec::new);
+    let mut list_of: Vec<Vec<u32>> = vec![vec![0]];
+    list_of.resize_with(known, Vec::new);
+    let mut lists: Vec<Vec<Edge>> = vec![Vec::new()];
+    let mut order = vec![0; known];
+    order[0] = usize::MAX;
+    let mut root: Vec<Edge> = Vec::new();
+    let mut python: FxHashMap<&str, bool> = FxHashMap::default();
+    for (position, (r, _)) in reachable.iter().enumerate() {
+        order[id(&r.name) as usize] = position;
+        python.insert(r.name.as_str(), r.kind == Kind::Python);
     }
-    let reachable = set.closure(&roots);
-    let mut range_cache: std::collections::HashMap<String, Vs> = std::collections::HashMap::new();
-    w.order = reachable.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
-    let mut root: Vec<(String, Vs, String)> = Vec::new();
-    for r in reachable
-        .iter()
-        .filter_map(|(n, _)| set.get(n))
-        .filter(|r| r.kind == Kind::Python)
-    {
-        let installed = r
-            .dist
-            .as_deref()
-            .and_then(|d| py.dists.get(&normalize(d)))
-            .and_then(|d| Version::from_str(&d.version).ok().map(|v| (v.without_local(), d)));
-        let mut cands: Vec<(Version, Origin)> = Vec::new();
-        let replaceable = named.contains(r.name.as_str()) || req.allow_replace.contains(&r.name);
+    // Every dependency of a reachable recipe is reachable: look kinds up there, not in the set.
+    let is_python = |name: &str| match python.get(name) {
+        Some(p) => *p,
+        None => set.get(name).is_some_and(|r| r.kind == Kind::Python),
+    };
+    for (r, features) in reachable.iter().filter(|(r, _)| r.kind == Kind::Python) {
+        let features: Vec<String> = features.iter().map(|f| f.to_string()).collect();
+        let name = r.name.as_str();
+        let me = id(name) as usize;
+        let replaceable = named.contains(name) || req.allow_replace.contains(name);
+        let installed = installed
+            .get(name)
+            .and_then(|d| Version::from_str(&d.version).ok().map(|v| (v.without_local(), *d)));
         if let Some((v, dist)) = &installed {
             // An installed version the recipe no longer accepts is a candidate only when kiln
             // may not replace it.
             if !replaceable || r.accepts_version(v) {
-                cands.push((v.clone(), Origin::Installed));
-            }
-            // The installed distribution's own metadata binds what it was built for.
-            let mut deps = Vec::new();
-            for line in &dist.requires {
-                let Ok(rq) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(line) else {
-                    continue;
-                };
-                if rq.marker != pep508_rs::MarkerTree::TRUE {
-                    continue;
-                }
-                let Some(comp) = by_dist.get(&normalize(rq.name.as_ref())) else {
-                    continue;
-                };
-                let spec = match &rq.version_or_url {
-                    Some(pep508_rs::VersionOrUrl::VersionSpecifier(s)) => s.clone(),
-                    _ => VersionSpecifiers::from_iter(std::iter::empty()),
-                };
-                deps.push((comp.to_string(), ranges(&spec), spec.to_string()));
-            }
-            w.deps.insert((r.name.clone(), v.clone()), deps);
-            if !replaceable {
-                w.adopted.insert(r.name.clone(), v.clone());
-                root.push((r.name.clone(), Ranges::singleton(v.clone()), format!("=={v}")));
-                w.root_reasons
-                    .insert(r.name.clone(), format!("{} {v} is installed and adopted", r.name));
-            } else {
-                // Installed and replaceable: some version of it must still fit everything else.
-                root.push((r.name.clone(), Ranges::full(), String::new()));
-                w.root_reasons
-                    .insert(r.name.clone(), format!("{} {v} is installed", r.name));
-            }
-        }
-        if !w.adopted.contains_key(&r.name) {
-            for e in &r.versions {
-                let v = e.version.clone().without_local();
-                let deps: Vec<(String, Vs, String)> = r
-                    .depends_of(Some(&e.version), &[])
-                    .into_iter()
-                    .filter(|d| set.get(&d.name).is_some_and(|x| x.kind == Kind::Python))
-                    .map(|d| {
-                        let text = d.version.clone().unwrap_or_default();
-                        let vs = range_cache
-                            .entry(text.clone())
-                            .or_insert_with(|| d.spec.as_ref().map_or_else(Ranges::full, ranges))
-                            .clone();
-                        (d.name.clone(), vs, text)
-                    })
-                    .collect();
-                // An installed version that the recipe also describes uses the recipe's pins
-                // merged with its metadata (both must hold to keep or rebuild it).
-                let key = (r.name.clone(), v.clone());
-                match w.deps.get_mut(&key) {
-                    Some(existing) => existing.extend(deps),
-                    None => {
-                        w.deps.insert(key, deps);
-                        cands.push((v, Origin::Recipe));
+                // The installed distribution's own metadata binds what it was built for.
+                let mut deps = Vec::new();
+                for line in &dist.requires {
+                    let Ok(rq) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(line) else {
+                        continue;
+                    };
+                    if rq.marker != pep508_rs::MarkerTree::TRUE {
+                        continue;
                     }
+                    let Some(comp) = by_dist.get(&normalize(rq.name.as_ref())) else {
+                        continue;
+                    };
+                    let spec = match &rq.version_or_url {
+                        Some(pep508_rs::VersionOrUrl::VersionSpecifier(s)) => s.clone(),
+                        _ => VersionSpecifiers::from_iter(std::iter::empty()),
+                    };
+                    deps.push(Edge {
+                        dep: id(comp),
+                        spec: specs.intern(&spec.to_string(), || ranges(&spec)),
+                    });
+                }
+                candidates[me].push((v.clone(), Origin::Installed));
+                list_of[me].push(lists.len() as u32);
+                lists.push(deps);
+            }
+            let spec = if replaceable {
+                // Installed and replaceable: some version of it must still fit everything else.
+                root_reasons.insert(r.name.clone(), format!("{name} {v} is installed"));
+                specs.intern("", Ranges::full)
+            } else {
+                adopted.insert(r.name.clone(), v.clone());
+                root_reasons.insert(r.name.clone(), format!("{name} {v} is installed and adopted"));
+                specs.intern(&format!("=={v}"), || Ranges::singleton(v.clone()))
+            };
+            root.push(Edge { dep: me as Id, spec });
+        }
+        if adopted.contains_key(name) {
+            continue;
+        }
+        let mut edge = |d: &'a Dependency| Edge {
+            dep: id(&d.name),
+            spec: specs.intern(d.version.as_deref().unwrap_or_default(), || {
+                d.spec.as_ref().map_or_else(Ranges::full, ranges)
+            }),
+        };
+        // The component's own dependencies: one list, shared by every version without pins of
+        // its own.
+        let own: Vec<&'a Dependency> = r.depends_with(&features).filter(|d| is_python(&d.name)).collect();
+        let shared: Vec<Edge> = own.iter().map(|d| edge(d)).collect();
+        let mut shared_list = None;
+        for e in &r.versions {
+            let v = e.version.clone().without_local();
+            let list = if e.depends.is_empty() {
+                *shared_list.get_or_insert_with(|| {
+                    lists.push(shared.clone());
+                    lists.len() as u32 - 1
+                })
+            } else {
+                let mut deps: Vec<Edge> = own
+                    .iter()
+                    .zip(&shared)
+                    .filter(|(d, _)| !e.depends.iter().any(|o| o.name == d.name))
+                    .map(|(_, x)| *x)
+                    .collect();
+                deps.extend(e.depends.iter().filter(|d| is_python(&d.name)).map(&mut edge));
+                lists.push(deps);
+                lists.len() as u32 - 1
+            };
+            // An installed version that the recipe also describes uses the recipe's pins
+            // merged with its metadata (both must hold to keep or rebuild it).
+            match candidates[me].iter().position(|(x, _)| *x == v) {
+                Some(i) => {
+                    let mut merged = lists[list_of[me][i] as usize].clone();
+                    merged.extend(lists[list as usize].iter().copied());
+                    list_of[me][i] = lists.len() as u32;
+                    lists.push(merged);
+                }
+                None => {
+                    candidates[me].push((v, Origin::Recipe));
+                    list_of[me].push(list);
                 }
             }
         }
-        w.candidates.insert(r.name.clone(), cands);
     }
+    // Targets need no reason of their own: "you asked for NAME" is the default.
     for (name, _) in &req.targets {
-        if set.get(name).is_some_and(|r| r.kind == Kind::Python) {
-            root.push((name.clone(), Ranges::full(), String::new()));
-            w.root_reasons
-                .entry(name.clone())
-                .or_insert_with(|| format!("you asked for {name}"));
+        if is_python(name) {
+            root.push(Edge {
+                dep: id(name),
+                spec: specs.intern("", Ranges::full),
+            });
         }
     }
     for (name, (text, spec)) in &req.pins {
-        root.push((name.clone(), ranges(spec), spec.to_string()));
-        w.root_reasons.insert(name.clone(), format!("you asked for {text}"));
+        root.push(Edge {
+            dep: id(name),
+            spec: specs.intern(&spec.to_string(), || ranges(spec)),
+        });
+        root_reasons.insert(name.clone(), format!("you asked for {text}"));
     }
-    w.deps.insert((ROOT.to_string(), Version::new([0])), root);
-    w
+    lists[0] = root;
+    candidates.resize_with(names.len(), Vec::new);
+    list_of.resize_with(names.len(), Vec::new);
+    order.resize(names.len(), 0);
+    World {
+        ids: ids.iter().map(|(n, i)| (n.to_string(), *i)).collect(),
+        names: names.into_iter().map(str::to_string).collect(),
+        candidates,
+        lists,
+        list_of,
+        specs: specs.list,
+        root_reasons,
+        adopted,
+        order,
+    }
 }
 
 /// Solves `req`. On success, also says for each component not at its newest version why not.
 pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solution, Conflict> {
     let world = build_world(set, py, req);
     let compiled = Compiled::new(&world);
-    match pubgrub::resolve(&compiled, ROOT.to_string(), 0u32) {
+    match pubgrub::resolve(&compiled, ROOT_ID, 0u32) {
         Ok(sel) => {
             let chosen: BTreeMap<String, String> = sel
                 .into_iter()
-                .filter(|(p, _)| p != ROOT)
-                .filter_map(|(p, i)| compiled.version(&p, i).map(|v| (p.clone(), v.to_string())))
+                .filter(|(p, _)| *p != ROOT_ID)
+                .filter_map(|(p, i)| {
+                    compiled
+                        .version(p, i)
+                        .map(|v| (compiled.name(p).to_string(), v.to_string()))
+                })
                 .collect();
             Ok(Solution {
                 chosen,
@@ -430,7 +541,7 @@ pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solutio
         Err(PubGrubError::NoSolution(tree)) => {
             let because = explain(&compiled, &tree);
             Err(Conflict {
-                ways_out: ways_out(set, py, req, &world, &tree),
+                ways_out: ways_out(set, py, req, &compiled, &tree),
                 because,
             })
         }
@@ -475,27 +586,21 @@ pub fn explain_not_newest(set: &RecipeSet, py: &PythonFacts, req: &Request, solu
 fn solve_plain(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<(), Vec<String>> {
     let world = build_world(set, py, req);
     let compiled = Compiled::new(&world);
-    match pubgrub::resolve(&compiled, ROOT.to_string(), 0u32) {
+    match pubgrub::resolve(&compiled, ROOT_ID, 0u32) {
         Ok(_) => Ok(()),
         Err(PubGrubError::NoSolution(tree)) => Err(explain(&compiled, &tree)),
         Err(e) => Err(vec![e.to_string()]),
     }
 }
 
-type Tree = DerivationTree<String, Cands, String>;
+type Tree = DerivationTree<Id, Cands, String>;
 
 /// Why no candidate of `p` is acceptable: it is adopted, or none of the known versions fits.
 fn why_none(world: &World, p: &str, wanted: &str) -> String {
     match world.adopted.get(p) {
         Some(v) => format!("{p} {v} is installed and adopted; kiln does not replace it (--allow-replace {p})"),
         None => {
-            let offered: Vec<String> = world
-                .candidates
-                .get(p)
-                .into_iter()
-                .flatten()
-                .map(|(v, _)| v.to_string())
-                .collect();
+            let offered: Vec<String> = world.candidates_of(p).iter().map(|(v, _)| v.to_string()).collect();
             let known = if offered.is_empty() {
                 "none".to_string()
             } else {
@@ -514,40 +619,31 @@ fn explain(c: &Compiled, tree: &Tree) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for e in leaves {
         let line = match e {
-            External::FromDependencyOf(p, _, d, _) if p == ROOT => world
-                .root_reasons
-                .get(&d)
-                .cloned()
-                .unwrap_or_else(|| format!("you asked for {d}")),
+            External::FromDependencyOf(p, _, d, _) if p == ROOT_ID => {
+                let d = c.name(d);
+                world
+                    .root_reasons
+                    .get(d)
+                    .cloned()
+                    .unwrap_or_else(|| format!("you asked for {d}"))
+            }
             External::FromDependencyOf(p, pv, d, dr) => {
                 // A requirement no candidate of `d` meets: say why there is none.
-                let n = world.candidates.get(&d).map_or(0, |x| x.len().min(MAX_CANDIDATES));
-                let avail = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-                let none_fits = dr.0 & avail == 0;
-                let versions = c.versions_text(&p, &pv);
+                let none_fits = dr.0 & available(world.candidates[d as usize].len()) == 0;
+                let versions = c.versions_text(p, &pv);
                 // The specifier as written, from the first version of `p` in the set.
                 let first = (0..MAX_CANDIDATES as u32).find(|i| pv.0 & (1 << i) != 0);
-                let (text, installed) = match first.and_then(|i| c.version(&p, i).map(|v| (i, v))) {
-                    Some((i, v)) => {
-                        let text = world
-                            .deps
-                            .get(&(p.clone(), v.clone()))
-                            .and_then(|list| list.iter().find(|(x, _, _)| *x == d).map(|(_, _, t)| t.clone()))
-                            .unwrap_or_default();
-                        let installed = world
-                            .candidates
-                            .get(&p)
-                            .and_then(|c| c.get(i as usize))
-                            .is_some_and(|(_, o)| *o == Origin::Installed);
-                        (text, installed)
-                    }
-                    None => (String::new(), false),
+                let (text, installed) = match first {
+                    Some(i) => (
+                        world.spec_text(p, i, d),
+                        world.candidates[p as usize]
+                            .get(i as usize)
+                            .is_some_and(|(_, o)| *o == Origin::Installed),
+                    ),
+                    None => ("", false),
                 };
-                let text = if text.is_empty() {
-                    "(any version)".to_string()
-                } else {
-                    text
-                };
+                let text = if text.is_empty() { "(any version)" } else { text };
+                let (p, d) = (c.name(p), c.name(d));
                 let edge = if installed {
                     format!("{p} {versions} is installed, and its metadata requires {d} {text}")
                 } else {
@@ -557,13 +653,13 @@ fn explain(c: &Compiled, tree: &Tree) -> Vec<String> {
                     if !lines.contains(&edge) {
                         lines.push(edge);
                     }
-                    why_none(world, &d, &format!("satisfies {text}"))
+                    why_none(world, d, &format!("satisfies {text}"))
                 } else {
                     edge
                 }
             }
-            External::NoVersions(p, _) => why_none(world, &p, "fits"),
-            External::Custom(p, _, m) => format!("{p}: {m}"),
+            External::NoVersions(p, _) => why_none(world, c.name(p), "fits"),
+            External::Custom(p, _, m) => format!("{}: {m}", c.name(p)),
             External::NotRoot(..) => continue,
         };
         if !lines.contains(&line) {
@@ -573,7 +669,7 @@ fn explain(c: &Compiled, tree: &Tree) -> Vec<String> {
     lines
 }
 
-fn collect(tree: &Tree, out: &mut Vec<External<String, Cands, String>>) {
+fn collect(tree: &Tree, out: &mut Vec<External<Id, Cands, String>>) {
     match tree {
         DerivationTree::External(e) => out.push(e.clone()),
         DerivationTree::Derived(d) => {
@@ -584,18 +680,19 @@ fn collect(tree: &Tree, out: &mut Vec<External<String, Cands, String>>) {
 }
 
 /// What the user can do: each relaxation kiln can try is tried, and offered only if it works.
-fn ways_out(set: &RecipeSet, py: &PythonFacts, req: &Request, world: &World, tree: &Tree) -> Vec<String> {
+fn ways_out(set: &RecipeSet, py: &PythonFacts, req: &Request, c: &Compiled, tree: &Tree) -> Vec<String> {
+    let world = c.world;
     let mut leaves = Vec::new();
     collect(tree, &mut leaves);
     let mut involved: BTreeSet<String> = BTreeSet::new();
     for e in &leaves {
         match e {
             External::FromDependencyOf(p, _, d, _) => {
-                involved.insert(p.clone());
-                involved.insert(d.clone());
+                involved.insert(c.name(*p).to_string());
+                involved.insert(c.name(*d).to_string());
             }
             External::NoVersions(p, _) | External::Custom(p, _, _) => {
-                involved.insert(p.clone());
+                involved.insert(c.name(*p).to_string());
             }
             External::NotRoot(..) => {}
         }
@@ -662,6 +759,47 @@ mod tests {
 
     fn v(s: &str) -> Version {
         Version::from_str(s).unwrap()
+    }
+
+    fn world(files: &[(&str, &str)]) -> RecipeSet {
+        let files = files
+            .iter()
+            .map(|(n, t)| (format!("{n}.toml"), t.to_string()))
+            .collect();
+        RecipeSet::from_texts(files, "test").expect("valid recipes")
+    }
+
+    fn chosen(set: &RecipeSet, targets: &[(&str, &[&str])]) -> BTreeMap<String, String> {
+        let req = Request {
+            targets: targets
+                .iter()
+                .map(|(n, f)| (n.to_string(), f.iter().map(|x| x.to_string()).collect()))
+                .collect(),
+            ..Request::default()
+        };
+        solve(set, &PythonFacts::nothing_installed("python3", "3.12.0"), &req)
+            .expect("a solution")
+            .chosen
+    }
+
+    #[test]
+    fn a_features_dependencies_constrain_the_solution_only_when_it_is_asked_for() {
+        let set = world(&[
+            (
+                "app",
+                "[package]\nname = \"app\"\nversion = \"1.0\"\n[source]\nwheel = \"app==1.0\"\n\
+                 [features.fast]\ndepends = { lib = \"<2\" }\n",
+            ),
+            (
+                "lib",
+                "[package]\nname = \"lib\"\n[[versions]]\nversion = \"2.0\"\nwheel = \"lib==2.0\"\n\
+                 [[versions]]\nversion = \"1.5\"\nwheel = \"lib==1.5\"\n",
+            ),
+        ]);
+        let with = chosen(&set, &[("app", &["fast"]), ("lib", &[])]);
+        assert_eq!(with.get("lib").map(String::as_str), Some("1.5"), "{with:?}");
+        let without = chosen(&set, &[("app", &[]), ("lib", &[])]);
+        assert_eq!(without.get("lib").map(String::as_str), Some("2.0"), "{without:?}");
     }
 
     #[test]
