@@ -49,6 +49,7 @@ fn stat(path: &Path) -> (String, i64, u64) {
 fn key(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     h.update(env!("CARGO_PKG_VERSION"));
+    h.update(super::python::SCRIPT);
     for p in parts {
         h.update([0u8]);
         h.update(p.as_bytes());

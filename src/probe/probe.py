@@ -102,6 +102,32 @@ def torch_facts():
     return facts
 
 
+def markers():
+    # The PEP 508 environment markers, computed as the specification says.
+    import platform
+
+    def implementation_version():
+        info = sys.implementation.version
+        v = "%d.%d.%d" % info[:3]
+        if info.releaselevel != "final":
+            v += info.releaselevel[0] + str(info.serial)
+        return v
+
+    return {
+        "implementation_name": sys.implementation.name,
+        "implementation_version": implementation_version(),
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "platform_python_implementation": platform.python_implementation(),
+        "platform_release": platform.release(),
+        "platform_system": platform.system(),
+        "platform_version": platform.version(),
+        "python_full_version": platform.python_version(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    }
+
+
 def main():
     request = json.loads(sys.stdin.read() or "{}")
     # Keep the JSON channel clean: anything a module prints goes to stderr.
@@ -122,6 +148,7 @@ def main():
         pass
     result = {
         "python": {
+            "markers": markers(),
             "executable": sys.executable,
             "version": "%d.%d.%d" % sys.version_info[:3],
             "implementation": sys.implementation.name,

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-const SCRIPT: &str = include_str!("probe.py");
+/// The probe run inside the interpreter. Its text is part of the probe cache's key.
+pub const SCRIPT: &str = include_str!("probe.py");
 
 /// The interpreter itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -25,6 +26,32 @@ pub struct Interpreter {
     /// `purelib`, `platlib`, `scripts` from sysconfig.
     #[serde(default)]
     pub paths: BTreeMap<String, Option<String>>,
+    /// The PEP 508 environment markers (`sys_platform`, `python_version`, ...); empty when the
+    /// interpreter was not probed.
+    #[serde(default)]
+    pub markers: BTreeMap<String, String>,
+}
+
+impl Interpreter {
+    /// The marker environment requirements are evaluated in; `None` when the markers are not
+    /// all known (then only `extra` markers are evaluated and every other marker applies).
+    pub fn marker_environment(&self) -> Option<pep508_rs::MarkerEnvironment> {
+        let m = |k: &str| self.markers.get(k).map(String::as_str);
+        pep508_rs::MarkerEnvironment::try_from(pep508_rs::MarkerEnvironmentBuilder {
+            implementation_name: m("implementation_name")?,
+            implementation_version: m("implementation_version")?,
+            os_name: m("os_name")?,
+            platform_machine: m("platform_machine")?,
+            platform_python_implementation: m("platform_python_implementation")?,
+            platform_release: m("platform_release")?,
+            platform_system: m("platform_system")?,
+            platform_version: m("platform_version")?,
+            python_full_version: m("python_full_version")?,
+            python_version: m("python_version")?,
+            sys_platform: m("sys_platform")?,
+        })
+        .ok()
+    }
 }
 
 /// One installed distribution.
@@ -123,6 +150,7 @@ impl PythonFacts {
                 prefix: "/venv".into(),
                 base_prefix: "/usr".into(),
                 paths: BTreeMap::new(),
+                markers: BTreeMap::new(),
             },
             dists: BTreeMap::new(),
             imports: BTreeMap::new(),

@@ -8,9 +8,10 @@
 //! or allows replacing them), and the user (target pins such as `torch==2.14.1`). An installed
 //! component the user did not name keeps its version: it is "adopted" and the solver may only
 //! choose that version, unless `--allow-replace NAME`. Local version labels (`+cu130`) are
-//! ignored for matching, as PEP 440 does for specifiers without one. Markers and extras of
-//! `Requires-Dist` are ignored (a deliberate simplification; extras of kiln components are its
-//! own features).
+//! ignored for matching, as PEP 440 does for specifiers without one. The environment markers
+//! of a `Requires-Dist` line are evaluated for the target interpreter (the probe reports them);
+//! lines under an `extra ==` marker are ignored, since which extras were installed is not
+//! recorded (extras of kiln components are its own features).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -327,6 +328,7 @@ fn build_world<'a>(set: &'a RecipeSet, py: &'a PythonFacts, req: &'a Request) ->
     let mut root_reasons = BTreeMap::new();
     let mut adopted = BTreeMap::new();
     let mut specs = Specs::default();
+    let markers = py.python.marker_environment();
     // Components by distribution name, and those installed.
     let mut by_dist: FxHashMap<String, &str> = FxHashMap::default();
     let mut installed: FxHashMap<&str, &crate::probe::python::Dist> = FxHashMap::default();
@@ -407,7 +409,8 @@ fn build_world<'a>(set: &'a RecipeSet, py: &'a PythonFacts, req: &'a Request) ->
                     let Ok(rq) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(line) else {
                         continue;
                     };
-                    if rq.marker != pep508_rs::MarkerTree::TRUE {
+                    // A requirement for another platform, Python or extra does not bind.
+                    if !rq.marker.evaluate_optional_environment(markers.as_ref(), &[]) {
                         continue;
                     }
                     let Some(comp) = by_dist.get(&normalize(rq.name.as_ref())) else {

@@ -129,8 +129,19 @@ fn a_user_pin_that_conflicts_with_an_installed_wheels_requires_dist_is_explained
         "sglang-kernel",
         "0.4.10",
         "sgl_kernel",
-        &["torch==2.14.1"],
+        // The line for this platform binds; those for another platform or an extra do not.
+        &[
+            "torch==2.14.1 ; sys_platform == 'linux'",
+            "torch<2 ; sys_platform == 'win32'",
+            "torch<2 ; extra == 'old'",
+        ],
     );
+    let out = real(&w)
+        .args(["plan", "--json", "--arch", "12.0", "torch"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    assert_eq!(v["versions"]["torch"].as_str(), Some("2.14.1"), "{v}");
     let out = real(&w)
         .args(["plan", "--arch", "12.0", "torch==2.11.0"])
         .output()
