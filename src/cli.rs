@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "kiln", version, propagate_version = true, max_term_width = 100)]
 #[command(
-    after_help = "Examples:\n  kiln doctor --arch 12.0            what works here, with evidence\n  kiln plan sglang --arch 12.0       what `install` would do, in order, and why\n  kiln install 'flashinfer[cutedsl]' build what is missing, verify each piece\n  kiln recipes flashinfer            show a recipe"
+    after_help = "Examples:\n  kiln doctor --arch 12.0            what works here, with evidence\n  kiln plan sglang --arch 12.0       what `install` would do, in order, and why\n  kiln install 'flashinfer[cutedsl]' build what is missing, verify each piece\n  kiln lock                          record the proven environment in kiln.lock\n  kiln install --locked              reproduce kiln.lock on another node\n  kiln recipes flashinfer            show a recipe"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -19,7 +19,7 @@ pub struct Cli {
     pub global: Global,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Global {
     /// The Python interpreter to inspect and install into [default: $VIRTUAL_ENV/bin/python, else python3 on PATH]
     #[arg(long, global = true, value_name = "PATH")]
@@ -78,6 +78,12 @@ pub enum Command {
     /// Each component is built into a wheel first, then installed; its imports are re-run in a
     /// fresh interpreter. A failure puts the environment back as it was and stops.
     Install(InstallArgs),
+    /// Write kiln.lock: the version, source, archs and ABI facts of every installed component
+    ///
+    /// Only a proven environment is locked: every installed component in scope must be ok (its
+    /// imports ran, its binaries hold an image for the target), else nothing is written and the
+    /// reasons are printed. `kiln install --locked` reproduces the lock on another node.
+    Lock(LockArgs),
     /// List the recipes, or show one
     Recipes(RecipesArgs),
     /// List the SASS and PTX targets inside CUDA binaries (ELF objects, shared libraries, .fatbin)
@@ -111,6 +117,22 @@ pub struct InstallArgs {
     /// Show the plan and stop
     #[arg(long)]
     pub dry_run: bool,
+    /// Reproduce kiln.lock: its versions and sources (git commits, sdist hashes) and archs,
+    /// then check the environment against it field by field [default targets: the lock's]
+    #[arg(long)]
+    pub locked: bool,
+    /// The lockfile --locked reads
+    #[arg(long, value_name = "FILE", default_value = crate::lock::DEFAULT_FILE, requires = "locked")]
+    pub lock: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Where to write the lockfile
+    #[arg(long, short = 'o', value_name = "FILE", default_value = crate::lock::DEFAULT_FILE)]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]

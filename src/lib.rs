@@ -22,6 +22,7 @@
 //!   [`resolve::Plan`] in dependency order, each step with its reason and build environment.
 //! * [`build`] carries out the plan: source → wheel → install → verify, restoring the
 //!   environment when a step fails.
+//! * [`lock`] is `kiln.lock`: a proven environment written down, and what differs from it.
 //! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling) and the run rules;
 //!   [`process`] is the one subprocess wrapper.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
@@ -31,6 +32,7 @@ pub mod build;
 pub mod cli;
 pub mod commands;
 pub mod fatbin;
+pub mod lock;
 pub mod probe;
 pub mod process;
 pub mod recipe;

@@ -5,6 +5,7 @@ mod arch_cmd;
 pub use arch_cmd::ArchFile;
 mod doctor;
 mod install;
+mod lock;
 mod plan;
 mod recipes;
 
@@ -39,7 +40,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match &cli.command {
         Command::Doctor(t) => doctor::run(&cli.global, &t.targets),
         Command::Plan(t) => plan::run(&cli.global, &t.targets),
+        Command::Install(a) if a.locked => install::run_locked(&cli.global, &a.targets.targets, a.dry_run, &a.lock),
         Command::Install(a) => install::run(&cli.global, &a.targets.targets, a.dry_run),
+        Command::Lock(a) => lock::run(&cli.global, &a.targets.targets, &a.output),
         Command::Recipes(a) => recipes::run(&cli.global, a.name.as_deref()),
         Command::Arch(a) => arch_cmd::run(&cli.global, a),
     };
@@ -160,7 +163,18 @@ pub struct Session {
 
 impl Session {
     pub fn open(g: &Global, targets: &[String]) -> Result<Session, Failure> {
-        let set = load_recipes(g)?;
+        Session::open_with(g, targets, |_| Ok(()))
+    }
+
+    /// [`Session::open`], with the recipes adjusted before anything is planned (a lockfile pins
+    /// their sources).
+    pub fn open_with(
+        g: &Global,
+        targets: &[String],
+        adjust: impl FnOnce(&mut RecipeSet) -> Result<(), Failure>,
+    ) -> Result<Session, Failure> {
+        let mut set = load_recipes(g)?;
+        adjust(&mut set)?;
         let (wanted, pins) = parse_targets(&set, targets)?;
         let archs_flag = match &g.arch {
             Some(a) => Some(arch::parse_list(a).map_err(|e| Failure::Usage(e.to_string()))?),
@@ -303,7 +317,13 @@ impl Session {
     }
 
     /// The cache directory: `--cache-dir`/`KILN_CACHE_DIR`, `$XDG_CACHE_HOME/kiln`, `~/.cache/kiln`.
+    /// Always absolute: builds run in other directories.
     pub fn cache_dir(g: &Global) -> PathBuf {
+        let dir = Session::cache_dir_as_given(g);
+        std::path::absolute(&dir).unwrap_or(dir)
+    }
+
+    fn cache_dir_as_given(g: &Global) -> PathBuf {
         if let Some(d) = &g.cache_dir {
             return d.clone();
         }

@@ -408,10 +408,14 @@ pub fn choose(explicit: Option<&Path>) -> Result<(PathBuf, &'static str), String
         if !p.exists() {
             return Err(format!("`{}` does not exist", p.display()));
         }
-        return Ok((p.to_path_buf(), "--python"));
+        // Absolute, not canonical: a venv's python is a symlink that must stay one. Builds run
+        // in other directories, where a relative path would name nothing.
+        let p = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        return Ok((p, "--python"));
     }
     if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(venv).join("bin").join("python");
+        let p = std::path::absolute(&p).unwrap_or(p);
         if p.exists() {
             return Ok((p, "VIRTUAL_ENV"));
         }

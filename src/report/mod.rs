@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::build::{BuildFailure, Outcome};
 use crate::commands::Session;
+use crate::recipe::diag::Diagnostic;
 use crate::recipe::{Diagnostics, Recipe, RecipeSet, Source};
 use crate::resolve::Plan;
 
@@ -28,6 +29,14 @@ pub fn error(msg: &str) {
 pub fn diagnostics(d: &Diagnostics, as_json: bool) {
     if as_json {
         json(&serde_json::json!({ "errors": d.0 }));
+    }
+    eprintln!("{d}");
+}
+
+/// One problem in a file that is not a recipe (a lockfile).
+pub fn diagnostic(d: &Diagnostic, as_json: bool) {
+    if as_json {
+        json(&serde_json::json!({ "errors": [d] }));
     }
     eprintln!("{d}");
 }
@@ -253,6 +262,44 @@ pub fn install_done(outcomes: &[Outcome], logs: &Path) {
         outcomes.len() - changed.len(),
         logs.display()
     );
+}
+
+pub fn lock_written(path: &Path, lock: &crate::lock::Lock) {
+    for c in &lock.components {
+        println!("locked {} {} ({})", c.name, c.version, c.source);
+    }
+    println!(
+        "wrote {}: {} component{} for Python {}, arch {}",
+        path.display(),
+        lock.components.len(),
+        if lock.components.len() == 1 { "" } else { "s" },
+        lock.environment.python,
+        if lock.environment.archs.is_empty() {
+            "none".to_string()
+        } else {
+            lock.environment.archs.join(",")
+        }
+    );
+}
+
+/// The environment against the lock, after `install --locked`.
+pub fn lock_compared(path: &Path, locked: usize, differences: &[crate::lock::Difference]) {
+    let failures: Vec<_> = differences.iter().filter(|d| !d.note_only).collect();
+    for d in differences.iter().filter(|d| d.note_only) {
+        println!("note: {d} (a rebuild is not bit-for-bit identical)");
+    }
+    if failures.is_empty() {
+        println!(
+            "reproduced {}: {locked} component{} match it",
+            path.display(),
+            if locked == 1 { "" } else { "s" }
+        );
+    } else {
+        eprintln!("error: the environment differs from {}:", path.display());
+        for d in failures {
+            eprintln!("  - {d}");
+        }
+    }
 }
 
 pub fn install_failed(outcomes: &[Outcome], f: &BuildFailure) {

@@ -95,11 +95,37 @@ impl World {
 
     /// kiln on another recipe directory and the world's venv.
     pub fn kiln_with(&self, recipes: &Path) -> Command {
+        self.kiln_on(recipes, &self.python)
+    }
+
+    /// Turns fixture-pure into a git repository tagged `v1.0.0` and points its recipe at that
+    /// tag; returns the repository and the tagged commit.
+    pub fn git_pure(&self) -> (PathBuf, String) {
+        let repo = self.dir.path().join("pure-repo");
+        copy_dir(&self.packages.join("kiln-fixture-pure"), &repo);
+        sh(&repo, &["git", "init", "-q"]);
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-qm", "v1"]);
+        sh(&repo, &["git", "tag", "v1.0.0"]);
+        let commit = sh(&repo, &["git", "rev-parse", "HEAD"]);
+        self.use_source(
+            "fixture-pure",
+            &format!("git = \"{}\"\nrev = \"v1.0.0\"", repo.display()),
+        );
+        (repo, commit)
+    }
+
+    /// kiln on the fixture recipes and another interpreter.
+    pub fn kiln_for(&self, python: &Path) -> Command {
+        self.kiln_on(&self.recipes, python)
+    }
+
+    fn kiln_on(&self, recipes: &Path, python: &Path) -> Command {
         let mut c = kiln_bare();
         c.arg("--recipes")
             .arg(recipes)
             .arg("--python")
-            .arg(&self.python)
+            .arg(python)
             .arg("--cache-dir")
             .arg(&self.cache)
             .arg("--no-progress");
@@ -135,10 +161,37 @@ impl World {
         std::fs::write(&p, text.replace(from, to)).unwrap();
     }
 
+    /// Replaces the `[source]` table of a fixture recipe.
+    pub fn use_source(&self, recipe: &str, source: &str) {
+        let p = self.recipes.join(format!("{recipe}.toml"));
+        let body = std::fs::read_to_string(&p).unwrap();
+        let start = body.find("[source]").unwrap();
+        let end = body[start + 1..].find("\n[").map_or(body.len(), |i| start + 1 + i);
+        std::fs::write(&p, format!("{}[source]\n{source}\n{}", &body[..start], &body[end..])).unwrap();
+    }
+
     /// Replaces the temp dir's path by `[TMP]`, for snapshots.
     pub fn redact(&self, s: &str) -> String {
         s.replace(&self.dir.path().display().to_string(), "[TMP]")
     }
+}
+
+/// Runs a command in `dir`; returns its trimmed stdout.
+pub fn sh(dir: &Path, args: &[&str]) -> String {
+    let out = StdCommand::new(args[0])
+        .args(&args[1..])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    text(&out.stdout).trim().to_string()
+}
+
+/// git with a fixed identity, in a repository the test owns.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let mut all = vec!["git", "-c", "user.name=kiln", "-c", "user.email=kiln@test"];
+    all.extend_from_slice(args);
+    sh(repo, &all)
 }
 
 /// kiln with an environment that does not depend on the machine running the tests.

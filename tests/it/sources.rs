@@ -3,43 +3,12 @@
 
 use std::process::Command as StdCommand;
 
-use crate::common::{World, stdout_json, text};
-
-fn sh(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = StdCommand::new(args[0])
-        .args(&args[1..])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    text(&out.stdout).trim().to_string()
-}
-
-/// git with a fixed identity, in a repository the test owns.
-fn git(repo: &std::path::Path, args: &[&str]) -> String {
-    let mut all = vec!["git", "-c", "user.name=kiln", "-c", "user.email=kiln@test"];
-    all.extend_from_slice(args);
-    sh(repo, &all)
-}
-
-fn use_source(w: &World, recipe: &str, source: &str) {
-    let p = w.recipes.join(format!("{recipe}.toml"));
-    let body = std::fs::read_to_string(&p).unwrap();
-    let start = body.find("[source]").unwrap();
-    let end = body[start + 1..].find("\n[").map_or(body.len(), |i| start + 1 + i);
-    std::fs::write(&p, format!("{}[source]\n{source}\n{}", &body[..start], &body[end..])).unwrap();
-}
+use crate::common::{World, git, sh, stdout_json, text};
 
 #[test]
 fn git_source_at_a_tag_records_the_commit() {
     let w = World::new();
-    let repo = w.dir.path().join("pure-repo");
-    crate::common::copy_dir(&w.packages.join("kiln-fixture-pure"), &repo);
-    sh(&repo, &["git", "init", "-q"]);
-    git(&repo, &["add", "."]);
-    git(&repo, &["commit", "-qm", "v1"]);
-    sh(&repo, &["git", "tag", "v1.0.0"]);
-    let commit = sh(&repo, &["git", "rev-parse", "HEAD"]);
+    let (repo, commit) = w.git_pure();
     // A later commit that must not be what gets built.
     std::fs::write(
         repo.join("kiln_fixture_pure/words.py"),
@@ -47,11 +16,6 @@ fn git_source_at_a_tag_records_the_commit() {
     )
     .unwrap();
     git(&repo, &["commit", "-qam", "later"]);
-    use_source(
-        &w,
-        "fixture-pure",
-        &format!("git = \"{}\"\nrev = \"v1.0.0\"", repo.display()),
-    );
 
     let out = w.kiln().args(["install", "--json", "fixture-pure"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -79,8 +43,7 @@ fn sdist_source_is_checked_against_its_sha256() {
         .to_string();
 
     let wrong = "0".repeat(64);
-    use_source(
-        &w,
+    w.use_source(
         "fixture-pure",
         &format!("sdist = \"{}\"\nsha256 = \"{wrong}\"", tarball.display()),
     );
@@ -100,8 +63,7 @@ fn sdist_source_is_checked_against_its_sha256() {
     );
     assert!(w.py("import kiln_fixture_pure").is_err());
 
-    use_source(
-        &w,
+    w.use_source(
         "fixture-pure",
         &format!("sdist = \"{}\"\nsha256 = \"{sha}\"", tarball.display()),
     );

@@ -1,0 +1,405 @@
+//! The lockfile, `kiln.lock`: what a proven environment holds, so that another node (or the same
+//! one later) can be given exactly that. `kiln lock` writes it from an environment in which every
+//! component is `ok`; `kiln install --locked` reads it, pins every version and source to it, and
+//! afterwards compares the environment with it field by field.
+//!
+//! For each component it records the installed version, the source identity kiln built it from
+//! (`sha256:` of an sdist, `git:` commit, `path:`, `index:` requirement; `installed` when kiln did
+//! not install it), the wheel's sha256, the archs and CUDA toolkit it was built for and the
+//! fingerprints of what it links against (torch's ABI facts). The environment section records
+//! the interpreter, platform, target archs and toolkit.
+//!
+//! It deliberately ignores the contents of `path` sources (a directory is recorded by name, not
+//! by hash) and does not treat a different wheel hash after a rebuild as a failure: compiles are
+//! not bit-for-bit reproducible, so that difference is reported as a note.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::probe::python::{Dist, PythonFacts};
+use crate::recipe::diag::Diagnostic;
+use crate::recipe::model::Source;
+use crate::recipe::{Kind, RecipeSet};
+
+/// The lockfile format this kiln writes and reads.
+pub const FORMAT: u32 = 1;
+
+/// The lockfile's name when none is given.
+pub const DEFAULT_FILE: &str = "kiln.lock";
+
+const HEADER: &str = "# kiln.lock: written by `kiln lock`, reproduced by `kiln install --locked`.\n\
+                      # Every field is a fact kiln proved when it was written; do not edit it by hand.\n";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    pub format: u32,
+    pub environment: Environment,
+    #[serde(rename = "component", default)]
+    pub components: Vec<Locked>,
+}
+
+/// Where the locked components were proven.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    /// The interpreter's version (`3.12.3`).
+    pub python: String,
+    /// `sys_platform` and `platform_machine` (`linux x86_64`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// The target GPU archs (`12.0`).
+    pub archs: Vec<String>,
+    /// The CUDA toolkit's version, when one was found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+}
+
+/// One component as it was installed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Locked {
+    pub name: String,
+    /// The installed version, local label included (`2.14.1+cu130`).
+    pub version: String,
+    /// What it was built or installed from: `sha256:<hex>`, `git:<commit>`, `path:<dir>`,
+    /// `index:<requirement>`, or `installed` (kiln did not install it).
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wheel_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    /// Fingerprints of the components it links against (`abi = true`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub built_against: BTreeMap<String, String>,
+}
+
+/// The source identity recorded for components kiln did not install.
+pub const NOT_BY_KILN: &str = "installed";
+
+impl Locked {
+    /// What a lock records for component `name` installed as `dist`.
+    pub fn of(name: &str, dist: &Dist) -> Locked {
+        match &dist.kiln {
+            Some(rec) => Locked {
+                name: name.to_string(),
+                version: dist.version.clone(),
+                source: rec.source.clone(),
+                wheel_sha256: rec.wheel_sha256.clone(),
+                archs: rec.archs.clone(),
+                cuda: rec.cuda.clone(),
+                built_against: rec.built_against.clone(),
+            },
+            None => Locked {
+                name: name.to_string(),
+                version: dist.version.clone(),
+                source: NOT_BY_KILN.to_string(),
+                wheel_sha256: None,
+                archs: Vec::new(),
+                cuda: None,
+                built_against: BTreeMap::new(),
+            },
+        }
+    }
+
+    /// The version without its local label, as the solver and recipes spell it.
+    pub fn public_version(&self) -> &str {
+        self.version.split('+').next().unwrap_or(&self.version)
+    }
+}
+
+impl Environment {
+    pub fn of(py: &PythonFacts, archs: &[String], cuda: Option<String>) -> Environment {
+        let m = &py.python.markers;
+        let platform = match (m.get("sys_platform"), m.get("platform_machine")) {
+            (Some(s), Some(a)) => Some(format!("{s} {a}")),
+            _ => None,
+        };
+        Environment {
+            python: py.python.version.clone(),
+            platform,
+            archs: archs.to_vec(),
+            cuda,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Invalid(Box<Diagnostic>),
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Reads and checks a lockfile; a malformed one is a diagnostic at its `file:line:col`.
+pub fn read(path: &Path) -> Result<Lock, LockError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LockError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&path.display().to_string(), &text)
+}
+
+/// Parses lockfile text (`file` names it in diagnostics).
+pub fn parse(file: &str, text: &str) -> Result<Lock, LockError> {
+    let lock: Lock = toml::from_str(text).map_err(|e| {
+        LockError::Invalid(Box::new(Diagnostic::new(
+            file,
+            text,
+            e.span(),
+            e.message().trim_end().to_string(),
+            Some(format!("write it again with `kiln lock`; kiln reads format {FORMAT}")),
+        )))
+    })?;
+    if lock.format != FORMAT {
+        let at = text.find("format").map(|i| i..i + "format".len());
+        return Err(LockError::Invalid(Box::new(Diagnostic::new(
+            file,
+            text,
+            at,
+            format!("lockfile format {} is not one this kiln reads", lock.format),
+            Some(format!(
+                "this kiln reads format {FORMAT}; write it again with `kiln lock`"
+            )),
+        ))));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &lock.components {
+        if !seen.insert(c.name.as_str()) {
+            let at = text
+                .match_indices(&format!("\"{}\"", c.name))
+                .nth(1)
+                .map(|(i, s)| i..i + s.len());
+            return Err(LockError::Invalid(Box::new(Diagnostic::new(
+                file,
+                text,
+                at,
+                format!("`{}` is locked twice", c.name),
+                None,
+            ))));
+        }
+    }
+    Ok(lock)
+}
+
+/// The lockfile's text: a header, then TOML.
+pub fn render(lock: &Lock) -> String {
+    let body = toml::to_string(lock).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
+    format!("{HEADER}{body}")
+}
+
+/// Writes the lockfile whole or not at all (a temporary file renamed over it).
+pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
+    let err = |source| LockError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("lock.tmp");
+    std::fs::write(&tmp, render(lock)).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// One field in which the environment differs from the lock.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Difference {
+    pub component: String,
+    pub field: &'static str,
+    pub locked: String,
+    pub found: String,
+    /// Reported, but not a failure to reproduce (a rebuilt wheel's hash).
+    pub note_only: bool,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: the lock has {}, the environment has {}",
+            self.component, self.field, self.locked, self.found
+        )
+    }
+}
+
+/// Every field in which `found` (what is installed now, by component) differs from the lock.
+pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let text = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".to_string());
+    for want in &lock.components {
+        let mut diff = |field: &'static str, locked: String, found: String, note_only: bool| {
+            if locked != found {
+                out.push(Difference {
+                    component: want.name.clone(),
+                    field,
+                    locked,
+                    found,
+                    note_only,
+                });
+            }
+        };
+        let Some(have) = found.get(&want.name) else {
+            diff("version", want.version.clone(), "nothing installed".into(), false);
+            continue;
+        };
+        diff("version", want.version.clone(), have.version.clone(), false);
+        diff("source", want.source.clone(), have.source.clone(), false);
+        diff("archs", text(&want.archs), text(&have.archs), false);
+        diff("cuda", opt(&want.cuda), opt(&have.cuda), false);
+        let against =
+            |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join("; ");
+        diff(
+            "built against",
+            against(&want.built_against),
+            against(&have.built_against),
+            false,
+        );
+        // Only a wheel both sides know can differ; a rebuild is not bit-for-bit identical.
+        if let (Some(w), Some(h)) = (&want.wheel_sha256, &have.wheel_sha256) {
+            diff("wheel sha256", w.clone(), h.clone(), true);
+        }
+    }
+    out
+}
+
+/// Pins the recipes to the lock: each git source of a locked version is checked out at the
+/// locked commit; an sdist must still have the locked sha256. Returns what cannot be pinned
+/// (the recipe changed under the lock), one line each.
+pub fn pin_sources(set: &mut RecipeSet, lock: &Lock) -> Result<(), Vec<String>> {
+    let mut problems = Vec::new();
+    for c in &lock.components {
+        let Some(r) = set.recipes.get_mut(&c.name) else {
+            problems.push(format!("{} is locked, but no recipe describes it", c.name));
+            continue;
+        };
+        if r.kind != Kind::Python {
+            continue;
+        }
+        let Ok(v) = c.public_version().parse::<pep440_rs::Version>() else {
+            problems.push(format!("{}: `{}` is not a version", c.name, c.version));
+            continue;
+        };
+        let recipe_source = r.source.clone();
+        let entry = r.versions.iter_mut().find(|e| e.version == v);
+        let Some(entry) = entry else {
+            let known: Vec<String> = r.versions.iter().map(|e| e.version.to_string()).collect();
+            if c.source != NOT_BY_KILN {
+                problems.push(format!(
+                    "{} {} is locked, but its recipe no longer describes that version (it has {})",
+                    c.name,
+                    c.public_version(),
+                    known.join(", ")
+                ));
+            }
+            continue;
+        };
+        // A version without a source of its own builds from the recipe's: pin a copy of it.
+        if entry.source.is_none() {
+            entry.source = recipe_source;
+        }
+        let Some(source) = entry.source.as_mut() else { continue };
+        let (kind, value) = c.source.split_once(':').unwrap_or((c.source.as_str(), ""));
+        match (kind, source) {
+            ("git", Source::Git { rev, .. }) => *rev = value.to_string(),
+            ("sha256", Source::Sdist { sha256, url }) if sha256 != value => problems.push(format!(
+                "{} {}: the lock has the sdist with sha256 {value}; the recipe now names {url} with sha256 {sha256}",
+                c.name,
+                c.public_version()
+            )),
+            ("sha256", Source::Sdist { .. }) | ("path", Source::Path { .. }) | ("index", Source::Wheel { .. }) => {}
+            (_, _) if c.source == NOT_BY_KILN => {}
+            (_, s) => problems.push(format!(
+                "{} {}: the lock says it came from `{}`, but the recipe's source is now {}",
+                c.name,
+                c.public_version(),
+                c.source,
+                source_kind(s)
+            )),
+        }
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+fn source_kind(s: &Source) -> &'static str {
+    match s {
+        Source::Sdist { .. } => "an sdist",
+        Source::Git { .. } => "a git repository",
+        Source::Path { .. } => "a local directory",
+        Source::Wheel { .. } => "a wheel from an index",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Lock {
+        Lock {
+            format: FORMAT,
+            environment: Environment {
+                python: "3.12.3".into(),
+                platform: Some("linux x86_64".into()),
+                archs: vec!["12.0".into()],
+                cuda: Some("13.0".into()),
+            },
+            components: vec![Locked {
+                name: "flashinfer".into(),
+                version: "0.7.4".into(),
+                source: "sha256:abc".into(),
+                wheel_sha256: Some("def".into()),
+                archs: vec!["12.0".into()],
+                cuda: Some("13.0".into()),
+                built_against: [("torch".to_string(), "2.14.1+cu130".to_string())].into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_lock_reads_back_as_written() {
+        let lock = sample();
+        let text = render(&lock);
+        assert!(text.starts_with("# kiln.lock"));
+        assert_eq!(parse("kiln.lock", &text).unwrap(), lock);
+    }
+
+    #[test]
+    fn a_malformed_lock_points_at_the_line() {
+        let text = render(&sample()).replace("version = \"0.7.4\"", "version = 0.7");
+        let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+            panic!("accepted a number as a version")
+        };
+        let line = text.lines().nth(d.line - 1).unwrap();
+        assert_eq!(line, "version = 0.7", "{d}");
+        let text = render(&sample()).replace("format = 1", "format = 9");
+        let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+            panic!("accepted format 9")
+        };
+        assert!(d.message.contains("format 9"), "{d}");
+        let text = render(&sample()).replace("cuda = \"13.0\"\n\n", "cuda = \"13.0\"\ncolour = 1\n\n");
+        assert!(parse("kiln.lock", &text).is_err());
+    }
+
+    #[test]
+    fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
+        let lock = sample();
+        let mut have = lock.components[0].clone();
+        assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into()).is_empty());
+        have.wheel_sha256 = Some("other".into());
+        have.built_against.insert("torch".into(), "2.11.0+cu130".into());
+        let d = differences(&lock, &[("flashinfer".to_string(), have)].into());
+        let fields: Vec<(&str, bool)> = d.iter().map(|d| (d.field, d.note_only)).collect();
+        assert_eq!(fields, [("built against", false), ("wheel sha256", true)]);
+        assert_eq!(
+            d[0].to_string(),
+            "flashinfer built against: the lock has torch 2.14.1+cu130, the environment has torch 2.11.0+cu130"
+        );
+        let d = differences(&lock, &BTreeMap::new());
+        assert_eq!(d[0].found, "nothing installed");
+    }
+}
