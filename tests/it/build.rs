@@ -231,3 +231,31 @@ fn failed_verification_restores_the_previous_install() {
     );
     assert_eq!(statuses(&w)[0].1, "outdated");
 }
+
+#[test]
+fn relative_python_and_cache_paths_are_taken_from_where_kiln_was_started() {
+    let w = World::new();
+    // Builds run in their own directories; paths given relative to the caller must still work.
+    let out = crate::common::kiln_bare()
+        .current_dir(w.dir.path())
+        .args([
+            "--recipes",
+            "fixtures/recipes",
+            "--python",
+            "venv/bin/python",
+            "--cache-dir",
+            "relative-cache",
+            "--no-progress",
+            "install",
+            "fixture-cext",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(w.dir.path().join("relative-cache/logs").is_dir());
+    assert_eq!(
+        w.py("import kiln_fixture_cext._speedups as s; print(s.__name__)")
+            .unwrap(),
+        "kiln_fixture_cext._speedups"
+    );
+}
