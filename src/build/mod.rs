@@ -3,11 +3,15 @@
 //! is installed, install the wheel, and prove it with a fresh probe of its imports before any
 //! dependent starts. A failure at any point leaves the environment as it was and stops the run.
 //!
-//! Progress goes through the [`Reporter`] trait; this module never prints. Parallel builds and a
-//! wheel cache keyed by fingerprint are left to later work.
+//! A verified wheel is kept in the wheel cache ([`wheels`]); a later build with the same inputs,
+//! on this node or another sharing the cache, installs it instead of compiling.
+//!
+//! Progress goes through the [`Reporter`] trait; this module never prints. Parallel builds are
+//! left to later work.
 
 pub mod install;
 pub mod source;
+pub mod wheels;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -70,6 +74,18 @@ pub struct Outcome {
     /// `sha256:...`, `git:<commit>`, `path:...` or the requirement installed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The wheel came from the wheel cache: nothing was compiled.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_cache: bool,
+}
+
+/// What a step that changed something leaves behind.
+struct StepDone {
+    wheel: Option<PathBuf>,
+    source: String,
+    from_cache: bool,
+    /// The verification probe's facts: the environment as it is after this step.
+    facts: PythonFacts,
 }
 
 /// A step that failed, with what the user needs to see.
@@ -110,31 +126,35 @@ pub struct RunReport {
 /// Runs every changing step of `plan` in order; stops at the first failure.
 pub fn execute(plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> RunReport {
     let mut outcomes = Vec::new();
+    // The environment as the last verification saw it (the plan's facts before any step).
+    let mut latest: Option<PythonFacts> = None;
     for step in &plan.steps {
         reporter.step_started(step);
         let start = Instant::now();
-        let outcome = |result: &'static str, wheel: Option<PathBuf>, source: Option<String>| Outcome {
+        let outcome = |result: &'static str, done: Option<&StepDone>| Outcome {
             name: step.name.clone(),
             action: step.action,
             result,
             seconds: start.elapsed().as_secs_f64(),
-            wheel: wheel.map(|w| w.display().to_string()),
-            source,
+            wheel: done.and_then(|d| d.wheel.as_ref()).map(|w| w.display().to_string()),
+            source: done.map(|d| d.source.clone()),
+            from_cache: done.is_some_and(|d| d.from_cache),
         };
         if !step.action.changes() {
-            let o = outcome("kept", None, None);
+            let o = outcome("kept", None);
             reporter.step_finished(step, &o);
             outcomes.push(o);
             continue;
         }
-        match run_step(step, plan, cx, reporter) {
-            Ok((wheel, source)) => {
-                let o = outcome("done", wheel, Some(source));
+        match run_step(step, plan, cx, latest.as_ref().unwrap_or(cx.facts), reporter) {
+            Ok(done) => {
+                let o = outcome("done", Some(&done));
                 reporter.step_finished(step, &o);
                 outcomes.push(o);
+                latest = Some(carry_torch_facts(latest.as_ref().unwrap_or(cx.facts), done.facts));
             }
             Err(f) => {
-                let o = outcome("failed", None, None);
+                let o = outcome("failed", None);
                 reporter.step_finished(step, &o);
                 return RunReport {
                     outcomes,
@@ -190,12 +210,50 @@ fn hint_for(e: &CommandFailed) -> Option<String> {
     None
 }
 
+/// A verification probe that did not import torch still describes the same torch when its
+/// version did not change: keep the ABI facts an earlier probe saw.
+fn carry_torch_facts(before: &PythonFacts, mut after: PythonFacts) -> PythonFacts {
+    let version = |f: &PythonFacts| f.dists.get("torch").map(|d| d.version.clone());
+    if after.torch.is_none() && version(before) == version(&after) {
+        after.torch = before.torch.clone();
+    }
+    after
+}
+
+/// The fingerprint of each dependency the step links against (`abi = true`) in `facts`, and
+/// whether all are known (torch counts as known only with the ABI facts of an import).
+fn abi_fingerprints(
+    r: &Recipe,
+    step: &Step,
+    cx: &Context,
+    facts: &PythonFacts,
+) -> (std::collections::BTreeMap<String, String>, bool) {
+    let mut out = std::collections::BTreeMap::new();
+    let mut complete = true;
+    for d in r.depends_with(&step.features).filter(|d| d.abi) {
+        let dep_dist = cx
+            .set
+            .get(&d.name)
+            .and_then(|x| x.dist.clone())
+            .unwrap_or_else(|| d.name.clone());
+        match facts.fingerprint(&dep_dist) {
+            Some(fp) => {
+                complete &= normalize(&dep_dist) != "torch" || facts.torch.is_some();
+                out.insert(d.name.clone(), fp);
+            }
+            None => complete = false,
+        }
+    }
+    (out, complete)
+}
+
 fn run_step(
     step: &Step,
     plan: &Plan,
     cx: &Context,
+    known: &PythonFacts,
     reporter: &dyn Reporter,
-) -> Result<(Option<PathBuf>, String), BuildFailure> {
+) -> Result<StepDone, BuildFailure> {
     let r = cx
         .set
         .get(&step.name)
@@ -216,6 +274,8 @@ fn run_step(
     let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
     let installed = cx.facts.dists.get(&normalize(&dist_name));
 
+    let mut cache_entry: Option<(wheels::WheelKey, serde_json::Value)> = None;
+    let mut from_cache = false;
     let (to_install, identity, wheel, index_url) = match source {
         Source::Wheel { requirement, index_url } => {
             reporter.phase(step, Phase::Install, requirement);
@@ -233,7 +293,16 @@ fn run_step(
                     source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
                     other => fail(step, Phase::Fetch, other.to_string()),
                 })?;
-            let wheel = build_wheel(step, r, plan, cx, &fetched.dir, &work, reporter, &log)?;
+            cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
+            let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::lookup(&cx.cache, key));
+            let wheel = match cached {
+                Some(w) => {
+                    reporter.phase(step, Phase::Wheel, "from the wheel cache");
+                    from_cache = true;
+                    w
+                }
+                None => build_wheel(step, r, plan, cx, &fetched.dir, &work, reporter, &log)?,
+            };
             (wheel.display().to_string(), fetched.identity, Some(wheel), None)
         }
     };
@@ -261,23 +330,82 @@ fn run_step(
             index_url.as_deref(),
         )
         .run_logged(&log(Phase::Install));
-    let failure = match installed_result {
-        Err(e) => Some(cmd_fail(step, Phase::Install, e)),
+    let verified = match installed_result {
+        Err(e) => Err(cmd_fail(step, Phase::Install, e)),
         Ok(()) => {
             reporter.phase(step, Phase::Verify, &r.imports.join(", "));
-            match verify(step, r, cx) {
-                Ok(facts) => record(step, r, plan, cx, &facts, &dist_name, &identity, wheel.as_deref()).err(),
-                Err(f) => Some(f),
-            }
+            verify(step, r, cx).and_then(|facts| {
+                record(step, r, plan, cx, &facts, &dist_name, &identity, wheel.as_deref()).map(|()| facts)
+            })
         }
     };
-    if let Some(mut f) = failure {
-        reporter.phase(step, Phase::Restore, "putting the environment back");
-        f.restored = restore(cx, &dist_name, backup.as_ref(), &log(Phase::Restore));
-        return Err(f);
-    }
+    let facts = match verified {
+        Ok(facts) => facts,
+        Err(mut f) => {
+            reporter.phase(step, Phase::Restore, "putting the environment back");
+            f.restored = restore(cx, &dist_name, backup.as_ref(), &log(Phase::Restore));
+            return Err(f);
+        }
+    };
     let _ = std::fs::remove_dir_all(work.join("backup"));
-    Ok((wheel, identity))
+    // Only a verified wheel is kept. A cache that cannot be written costs a later rebuild, not
+    // this install: say so in the wheel log.
+    if let (false, Some((key, inputs)), Some(w)) = (from_cache, &cache_entry, &wheel)
+        && let Err(e) = wheels::store(&cx.cache, key, inputs, w)
+    {
+        let note = format!("\n# not kept in the wheel cache: {e}\n");
+        let _ = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(log(Phase::Wheel))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
+    }
+    Ok(StepDone {
+        wheel,
+        source: identity,
+        from_cache,
+        facts,
+    })
+}
+
+/// The wheel cache key of this build, with its inputs; `None` when something that decides the
+/// binary is unknown (an ABI dependency's fingerprint, a local tree that cannot be read).
+fn cache_key(
+    step: &Step,
+    r: &Recipe,
+    plan: &Plan,
+    cx: &Context,
+    known: &PythonFacts,
+    source: &Source,
+    fetched: &source::Fetched,
+) -> Option<(wheels::WheelKey, serde_json::Value)> {
+    let (abi, complete) = abi_fingerprints(r, step, cx, known);
+    if !complete {
+        return None;
+    }
+    let identity = match source {
+        Source::Path { .. } => format!("tree:{}", wheels::tree_hash(&fetched.dir).ok()?),
+        _ => fetched.identity.clone(),
+    };
+    let m = &known.python.markers;
+    let inputs = wheels::KeyInputs {
+        component: &r.name,
+        version: step.version.as_deref().unwrap_or_default(),
+        features: &step.features,
+        source: &identity,
+        build: serde_json::to_value(&r.build).ok()?,
+        archs: plan.archs.iter().map(|a| a.to_string()).collect(),
+        cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
+        host_compiler: cx.machine.host_compiler.as_ref().map(|c| c.value.as_str()),
+        python: &known.python.version,
+        implementation: &known.python.implementation,
+        platform: m
+            .get("sys_platform")
+            .zip(m.get("platform_machine"))
+            .map(|(s, a)| format!("{s} {a}")),
+        abi: &abi,
+    };
+    Some((wheels::WheelKey::of(&inputs), serde_json::to_value(&inputs).ok()?))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -444,17 +572,7 @@ fn record(
     let Some(info) = &installed.dist_info else {
         return Ok(());
     };
-    let mut built_against = std::collections::BTreeMap::new();
-    for d in r.depends_with(&step.features).filter(|d| d.abi) {
-        let dep_dist = cx
-            .set
-            .get(&d.name)
-            .and_then(|x| x.dist.clone())
-            .unwrap_or_else(|| d.name.clone());
-        if let Some(fp) = facts.fingerprint(&dep_dist) {
-            built_against.insert(d.name.clone(), fp);
-        }
-    }
+    let (built_against, _) = abi_fingerprints(r, step, cx, facts);
     let rec = python::BuildRecord {
         component: r.name.clone(),
         version: installed.version.clone(),

@@ -253,6 +253,7 @@ pub fn install_done(outcomes: &[Outcome], logs: &Path) {
             o.name,
             o.seconds,
             o.source.as_deref().map(|s| format!(" from {s}")).unwrap_or_default()
+                + if o.from_cache { ", wheel from the cache" } else { "" }
         );
     }
     println!(

@@ -259,3 +259,48 @@ fn relative_python_and_cache_paths_are_taken_from_where_kiln_was_started() {
         "kiln_fixture_cext._speedups"
     );
 }
+
+#[test]
+fn a_second_venv_sharing_the_cache_installs_the_verified_wheels_without_compiling() {
+    let w = World::new();
+    let out = w.kiln().args(["install"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let from_cache = |python: &std::path::Path| {
+        let out = w.kiln_for(python).args(["install", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v = stdout_json(&out);
+        let logs = std::path::PathBuf::from(v["logs"].as_str().unwrap());
+        let cached: Vec<(String, bool)> = v["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["name"].as_str().unwrap().to_string(), o["from_cache"] == true))
+            .collect();
+        (cached, logs)
+    };
+    // Same sources, same interpreter: every wheel comes from the cache and no compiler runs.
+    let second = crate::common::venv(&w.dir.path().join("second"));
+    let (cached, logs) = from_cache(&second);
+    let expected = |cext: bool| {
+        [("fixture-cext", cext), ("fixture-pure", true), ("fixture-app", true)].map(|(n, c)| (n.to_string(), c))
+    };
+    assert_eq!(cached, expected(true));
+    assert!(!logs.join("fixture-cext.wheel.log").exists());
+    let speedups = std::process::Command::new(&second)
+        .args(["-c", "import kiln_fixture_cext._speedups"])
+        .status()
+        .unwrap();
+    assert!(speedups.success());
+
+    // A changed C source is another binary: only that one is compiled again.
+    w.edit(
+        "packages/kiln-fixture-cext/kiln_fixture_cext/_speedups.c",
+        "#include",
+        "/* changed */\n#include",
+    );
+    let third = crate::common::venv(&w.dir.path().join("third"));
+    let (cached, logs) = from_cache(&third);
+    assert_eq!(cached, expected(false));
+    assert!(logs.join("fixture-cext.wheel.log").exists());
+}
