@@ -77,6 +77,9 @@ pub struct Outcome {
     /// The wheel came from the wheel cache: nothing was compiled.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub from_cache: bool,
+    /// How it went, when that needs saying (a compile retried with fewer jobs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What a step that changed something leaves behind.
@@ -84,6 +87,8 @@ struct StepDone {
     wheel: Option<PathBuf>,
     source: String,
     from_cache: bool,
+    /// Something the user should know about how it went (a retry with fewer jobs).
+    note: Option<String>,
     /// The verification probe's facts: the environment as it is after this step.
     facts: PythonFacts,
 }
@@ -139,6 +144,7 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> RunReport 
             wheel: done.and_then(|d| d.wheel.as_ref()).map(|w| w.display().to_string()),
             source: done.map(|d| d.source.clone()),
             from_cache: done.is_some_and(|d| d.from_cache),
+            note: done.and_then(|d| d.note.clone()),
         };
         if !step.action.changes() {
             let o = outcome("kept", None);
@@ -192,10 +198,15 @@ fn cmd_fail(step: &Step, phase: Phase, e: CommandFailed) -> BuildFailure {
     }
 }
 
+/// SIGKILL, or a compiler driver reporting that its child was killed: what the OOM killer does.
+fn killed_by_oom(e: &CommandFailed) -> bool {
+    e.status.contains("signal 9") || e.tail.iter().any(|l| l.contains("Killed") || l.contains("signal 9"))
+}
+
 /// Known failures and what to do about them.
 fn hint_for(e: &CommandFailed) -> Option<String> {
     let text = e.tail.join("\n");
-    if e.status.contains("signal 9") || text.contains("Killed") {
+    if killed_by_oom(e) {
         return Some("the compiler was killed, most likely by the OOM killer: retry with a smaller `--jobs`".into());
     }
     if text.contains("No module named 'torch'") {
@@ -276,6 +287,7 @@ fn run_step(
 
     let mut cache_entry: Option<(wheels::WheelKey, serde_json::Value)> = None;
     let mut from_cache = false;
+    let mut note = None;
     let (to_install, identity, wheel, index_url) = match source {
         Source::Wheel { requirement, index_url } => {
             reporter.phase(step, Phase::Install, requirement);
@@ -301,7 +313,11 @@ fn run_step(
                     from_cache = true;
                     w
                 }
-                None => build_wheel(step, r, plan, cx, &fetched.dir, &work, reporter, &log)?,
+                None => {
+                    let (w, n) = build_wheel(step, r, plan, cx, &fetched.dir, &work, reporter, &log)?;
+                    note = n;
+                    w
+                }
             };
             (wheel.display().to_string(), fetched.identity, Some(wheel), None)
         }
@@ -364,6 +380,7 @@ fn run_step(
         wheel,
         source: identity,
         from_cache,
+        note,
         facts,
     })
 }
@@ -418,7 +435,7 @@ fn build_wheel(
     work: &Path,
     reporter: &dyn Reporter,
     log: &dyn Fn(Phase) -> PathBuf,
-) -> Result<PathBuf, BuildFailure> {
+) -> Result<(PathBuf, Option<String>), BuildFailure> {
     let wheel_dir = work.join("wheel");
     std::fs::create_dir_all(&wheel_dir).map_err(|e| {
         fail(
@@ -428,7 +445,7 @@ fn build_wheel(
         )
     })?;
     let jobs = jobs_for(r.build.memory_per_job, cx.machine, cx.jobs);
-    let vars = Vars {
+    let mut vars = Vars {
         python: cx.python.display().to_string(),
         src: src.display().to_string(),
         wheel_dir: wheel_dir.display().to_string(),
@@ -446,13 +463,20 @@ fn build_wheel(
         cuda_version: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.clone()),
         archs: plan.archs.clone(),
     };
-    let mut env: Vec<(String, String)> = Vec::new();
-    for (k, t) in &r.build.env {
-        let v = t
-            .render(&vars)
-            .map_err(|e| fail(step, Phase::Wheel, format!("cannot set {k}: {e}")))?;
-        env.push((k.clone(), v));
-    }
+    // The recipe's env depends on `{jobs}`, which a retry lowers: rendered again each time.
+    let render_env = |vars: &Vars| -> Result<Vec<(String, String)>, BuildFailure> {
+        r.build
+            .env
+            .iter()
+            .map(|(k, t)| {
+                t.render(vars)
+                    .map(|v| (k.clone(), v))
+                    .map_err(|e| fail(step, Phase::Wheel, format!("cannot set {k}: {e}")))
+            })
+            .collect()
+    };
+    let mut env = render_env(&vars)?;
+    let mut overlay_env: Vec<(String, String)> = Vec::new();
     if !r.build.requires.is_empty() {
         reporter.phase(step, Phase::BuildRequires, &r.build.requires.join(" "));
         let overlay = work.join("build-requires");
@@ -461,9 +485,10 @@ fn build_wheel(
             .run_logged(&log(Phase::BuildRequires))
             .map_err(|e| cmd_fail(step, Phase::BuildRequires, e))?;
         let path = std::env::var("PATH").unwrap_or_default();
-        env.push(("PYTHONPATH".into(), overlay.display().to_string()));
-        env.push(("PATH".into(), format!("{}:{path}", overlay.join("bin").display())));
+        overlay_env.push(("PYTHONPATH".into(), overlay.display().to_string()));
+        overlay_env.push(("PATH".into(), format!("{}:{path}", overlay.join("bin").display())));
     }
+    env.extend(overlay_env.iter().cloned());
     if let Some(manifest) = &r.build.cargo_manifest {
         reporter.phase(step, Phase::Prepare, &format!("cargo metadata {manifest}"));
         let meta = cargo_metadata::MetadataCommand::new()
@@ -484,8 +509,8 @@ fn build_wheel(
             .collect();
         let _ = std::fs::write(log(Phase::Prepare).with_extension("cargo.txt"), names.join("\n"));
     }
-    let with_env = |mut c: Cmd| {
-        for (k, v) in &env {
+    let with_env = |mut c: Cmd, env: &[(String, String)]| {
+        for (k, v) in env {
             c = c.env(k.clone(), v.clone());
         }
         c.cwd(src)
@@ -497,44 +522,75 @@ fn build_wheel(
             .collect::<Result<_, _>>()
             .map_err(|e| fail(step, Phase::Prepare, e.to_string()))?;
         reporter.phase(step, Phase::Prepare, &args.join(" "));
-        with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned()))
+        with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned()), &env)
             .run_logged(&log(Phase::Prepare))
             .map_err(|e| cmd_fail(step, Phase::Prepare, e))?;
     }
-    let args: Vec<String> = match &r.build.wheel {
-        Some(ts) => ts
-            .iter()
-            .map(|t| t.render(&vars))
-            .collect::<Result<_, _>>()
-            .map_err(|e| fail(step, Phase::Wheel, e.to_string()))?,
-        None => vec![
-            vars.python.clone(),
-            "-m".into(),
-            "pip".into(),
-            "wheel".into(),
-            "--no-deps".into(),
-            "--no-build-isolation".into(),
-            "--no-input".into(),
-            "-w".into(),
-            vars.wheel_dir.clone(),
-            vars.src.clone(),
-        ],
-    };
-    reporter.phase(
-        step,
-        Phase::Wheel,
-        &format!("{} job{}", jobs, if jobs == 1 { "" } else { "s" }),
-    );
-    with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned()))
-        .run_logged(&log(Phase::Wheel))
-        .map_err(|e| cmd_fail(step, Phase::Wheel, e))?;
+    // A compile killed by the OOM killer is retried with half the jobs, down to one.
+    let mut killed = 0;
+    loop {
+        let args: Vec<String> = match &r.build.wheel {
+            Some(ts) => ts
+                .iter()
+                .map(|t| t.render(&vars))
+                .collect::<Result<_, _>>()
+                .map_err(|e| fail(step, Phase::Wheel, e.to_string()))?,
+            None => vec![
+                vars.python.clone(),
+                "-m".into(),
+                "pip".into(),
+                "wheel".into(),
+                "--no-deps".into(),
+                "--no-build-isolation".into(),
+                "--no-input".into(),
+                "-w".into(),
+                vars.wheel_dir.clone(),
+                vars.src.clone(),
+            ],
+        };
+        let jobs = vars.jobs;
+        reporter.phase(
+            step,
+            Phase::Wheel,
+            &format!("{} job{}", jobs, if jobs == 1 { "" } else { "s" }),
+        );
+        match with_env(Cmd::new(args[0].clone()).args(args[1..].iter().cloned()), &env).run_logged(&log(Phase::Wheel)) {
+            Ok(()) => break,
+            Err(e) if jobs > 1 && killed_by_oom(&e) => {
+                killed += 1;
+                vars.jobs = (jobs / 2).max(1);
+                reporter.phase(
+                    step,
+                    Phase::Wheel,
+                    &format!(
+                        "the compiler was killed (most likely out of memory); retrying with {} job{}",
+                        vars.jobs,
+                        if vars.jobs == 1 { "" } else { "s" }
+                    ),
+                );
+                let _ = std::fs::remove_dir_all(&wheel_dir);
+                let _ = std::fs::create_dir_all(&wheel_dir);
+                env = render_env(&vars)?;
+                env.extend(overlay_env.iter().cloned());
+            }
+            Err(e) => return Err(cmd_fail(step, Phase::Wheel, e)),
+        }
+    }
+    let note = (killed > 0).then(|| {
+        format!(
+            "the compiler was killed {killed} time{} (most likely by the OOM killer); built with {} job{}",
+            if killed == 1 { "" } else { "s" },
+            vars.jobs,
+            if vars.jobs == 1 { "" } else { "s" }
+        )
+    });
     let wheels: Vec<PathBuf> = std::fs::read_dir(&wheel_dir)
         .map_err(|e| fail(step, Phase::Wheel, e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "whl"))
         .collect();
     match wheels.as_slice() {
-        [one] => Ok(one.clone()),
+        [one] => Ok((one.clone(), note)),
         [] => Err(fail(
             step,
             Phase::Wheel,

@@ -255,6 +255,9 @@ pub fn install_done(outcomes: &[Outcome], logs: &Path) {
             o.source.as_deref().map(|s| format!(" from {s}")).unwrap_or_default()
                 + if o.from_cache { ", wheel from the cache" } else { "" }
         );
+        if let Some(n) = &o.note {
+            println!("          note: {n}");
+        }
     }
     println!(
         "installed and verified {} component{}; kept {}; logs in {}",

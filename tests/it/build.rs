@@ -304,3 +304,25 @@ fn a_second_venv_sharing_the_cache_installs_the_verified_wheels_without_compilin
     assert_eq!(cached, expected(false));
     assert!(logs.join("fixture-cext.wheel.log").exists());
 }
+
+#[test]
+fn a_compile_killed_for_memory_is_retried_with_fewer_jobs_and_says_so() {
+    let w = World::new();
+    let recipes = w.dir.path().join("fixtures/oom-recipes");
+    let out = w
+        .kiln_with(&recipes)
+        .args(["install", "--json", "-j", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(
+        v["outcomes"][0]["note"],
+        "the compiler was killed 2 times (most likely by the OOM killer); built with 1 job"
+    );
+    let log = std::fs::read_to_string(std::path::Path::new(v["logs"].as_str().unwrap()).join("fixture-oom.wheel.log"))
+        .unwrap();
+    let tries: Vec<&str> = log.lines().filter(|l| l.starts_with("MAX_JOBS=")).collect();
+    assert_eq!(tries, ["MAX_JOBS=4", "MAX_JOBS=2", "MAX_JOBS=1"]);
+    w.py("import kiln_fixture_oom").unwrap();
+}
