@@ -152,3 +152,25 @@ fn usage_errors_exit_2_with_a_suggestion() {
     );
     assert!(text(&out.stderr).contains("markers on targets are not supported"));
 }
+
+#[test]
+fn the_device_fixture_uses_the_embedded_torch_and_toolkit_recipes_and_loads() {
+    // bench/device-run-4.sh proves the pipeline on an H200 with these recipes: the torch and
+    // CUDA toolkit ones must be the real ones, not look-alikes.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in ["torch.toml", "cuda-toolkit.toml"] {
+        assert_eq!(
+            std::fs::read_to_string(root.join("bench/torchext/recipes").join(name)).unwrap(),
+            std::fs::read_to_string(root.join("recipes").join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    let out = kiln_bare()
+        .args(["recipes", "--json", "--recipes"])
+        .arg(root.join("bench/torchext/recipes"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    assert!(v["recipes"].as_array().unwrap().iter().any(|r| r["name"] == "torchext"));
+}
