@@ -64,6 +64,9 @@ pub struct Locked {
     pub name: String,
     /// The installed version, local label included (`2.14.1+cu130`).
     pub version: String,
+    /// The features it was built with (`cutedsl`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
     /// What it was built or installed from: `sha256:<hex>`, `git:<commit>`, `path:<dir>`,
     /// `index:<requirement>`, or `installed` (kiln did not install it).
     pub source: String,
@@ -88,6 +91,7 @@ impl Locked {
             Some(rec) => Locked {
                 name: name.to_string(),
                 version: dist.version.clone(),
+                features: rec.features.clone(),
                 source: rec.source.clone(),
                 wheel_sha256: rec.wheel_sha256.clone(),
                 archs: rec.archs.clone(),
@@ -97,12 +101,22 @@ impl Locked {
             None => Locked {
                 name: name.to_string(),
                 version: dist.version.clone(),
+                features: Vec::new(),
                 source: NOT_BY_KILN.to_string(),
                 wheel_sha256: None,
                 archs: Vec::new(),
                 cuda: None,
                 built_against: BTreeMap::new(),
             },
+        }
+    }
+
+    /// `name[features]==version`: the target that reproduces it.
+    pub fn target(&self) -> String {
+        if self.features.is_empty() {
+            format!("{}=={}", self.name, self.public_version())
+        } else {
+            format!("{}[{}]=={}", self.name, self.features.join(","), self.public_version())
         }
     }
 
@@ -250,6 +264,7 @@ pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Differe
         };
         diff("version", want.version.clone(), have.version.clone(), false);
         diff("source", want.source.clone(), have.source.clone(), false);
+        diff("features", text(&want.features), text(&have.features), false);
         diff("archs", text(&want.archs), text(&have.archs), false);
         diff("cuda", opt(&want.cuda), opt(&have.cuda), false);
         let against =
@@ -351,6 +366,7 @@ mod tests {
             components: vec![Locked {
                 name: "flashinfer".into(),
                 version: "0.7.4".into(),
+                features: vec!["cutedsl".into()],
                 source: "sha256:abc".into(),
                 wheel_sha256: Some("def".into()),
                 archs: vec!["12.0".into()],
@@ -366,6 +382,15 @@ mod tests {
         let text = render(&lock);
         assert!(text.starts_with("# kiln.lock"));
         assert_eq!(parse("kiln.lock", &text).unwrap(), lock);
+    }
+
+    #[test]
+    fn a_locked_component_is_reproduced_with_its_features_and_its_public_version() {
+        let mut c = sample().components.remove(0);
+        assert_eq!(c.target(), "flashinfer[cutedsl]==0.7.4");
+        c.features.clear();
+        c.version = "2.14.1+cu130".into();
+        assert_eq!(c.target(), "flashinfer==2.14.1");
     }
 
     #[test]

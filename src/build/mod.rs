@@ -637,6 +637,7 @@ fn record(
         archs: plan.archs.iter().map(|a| a.to_string()).collect(),
         cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
         built_against,
+        features: step.features.clone(),
     };
     let text = serde_json::to_string_pretty(&rec).map_err(|e| fail(step, Phase::Verify, e.to_string()))?;
     let io = |e: std::io::Error| fail(step, Phase::Verify, format!("cannot write kiln.json into {info}: {e}"));

@@ -198,18 +198,8 @@ pub fn run_locked(g: &Global, targets: &[String], dry_run: bool, path: &Path) ->
 /// The targets of a locked install: the lock's components (or those named, which must be in
 /// it), each pinned to its locked version.
 fn locked_targets(lock: &Lock, targets: &[String], path: &Path) -> Result<Vec<String>, Failure> {
-    let version = |name: &str| {
-        lock.components
-            .iter()
-            .find(|c| c.name == name)
-            .map(Locked::public_version)
-    };
     if targets.is_empty() {
-        return Ok(lock
-            .components
-            .iter()
-            .map(|c| format!("{}=={}", c.name, c.public_version()))
-            .collect());
+        return Ok(lock.components.iter().map(Locked::target).collect());
     }
     targets
         .iter()
@@ -227,18 +217,24 @@ fn locked_targets(lock: &Lock, targets: &[String], path: &Path) -> Result<Vec<St
                 )));
             }
             let name = req.name.to_string();
-            let v = version(&name).ok_or_else(|| {
-                Failure::Usage(format!(
-                    "{name} is not in {}; `kiln lock {name}` adds it",
-                    path.display()
-                ))
-            })?;
-            let extras: Vec<String> = req.extras.iter().map(|e| e.to_string()).collect();
-            Ok(if extras.is_empty() {
-                format!("{name}=={v}")
-            } else {
-                format!("{name}[{}]=={v}", extras.join(","))
-            })
+            let mut locked = lock
+                .components
+                .iter()
+                .find(|c| c.name == name)
+                .cloned()
+                .ok_or_else(|| {
+                    Failure::Usage(format!(
+                        "{name} is not in {}; `kiln lock {name}` adds it",
+                        path.display()
+                    ))
+                })?;
+            // The features it was locked with, and any the user names besides.
+            for e in req.extras.iter().map(|e| e.to_string()) {
+                if !locked.features.contains(&e) {
+                    locked.features.push(e);
+                }
+            }
+            Ok(locked.target())
         })
         .collect()
 }

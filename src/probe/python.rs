@@ -86,6 +86,9 @@ pub struct BuildRecord {
     /// Fingerprints of the dependencies it links against (`abi = true`), by component.
     #[serde(default)]
     pub built_against: std::collections::BTreeMap<String, String>,
+    /// The features it was built with (`cutedsl`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
 }
 
 /// What decides the ABI of an extension built against torch.
