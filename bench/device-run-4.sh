@@ -26,13 +26,15 @@ PYEOF
 verdicts() {
   for a in 9.0 12.0; do
     k doctor torchext --arch "$a" --json > "$OUT/doctor-$1-$a.json"
-    "$PY" -c "import json,sys; d=json.load(open('$OUT/doctor-$1-$a.json')); c=[x for x in d['components'] if x['name']=='torchext'][0]; print('kiln doctor --arch $a: torchext', c['status'], '-', c['evidence'][:160])"
+    "$PY" -c "import json,sys; d=json.load(open('$OUT/doctor-$1-$a.json')); c=[x for x in d['components'] if x['name']=='torchext'][0]; print('kiln doctor --arch $a: torchext', c['status'], '-', c['evidence'][-220:])"
   done
   SO=$("$PY" -c "import kiln_torchext._axpy as m; print(m.__file__)")
   k arch "$SO" --arch 9.0 | tail -3
   echo "cuobjdump --list-elf:"; cuobjdump --list-elf "$SO" | sed 's/.*\.\(sm_[0-9a-z]*\)\..*/  \1/' | sort | uniq -c
 }
 echo "== toolchain: $(nvcc --version | tail -1); $("$PY" -c 'import torch; print("torch", torch.__version__)')"
+echo "== doctor torch --arch 9.0 (smoke test on the GPU)"; k doctor torch --arch 9.0 --json > "$OUT/doctor-torch.json"
+"$PY" -c "import json; d=json.load(open('$OUT/doctor-torch.json')); c=[x for x in d['components'] if x['name']=='torch'][0]; print('torch', c['status'], '-', c['evidence'])"
 echo "== plan --arch 9.0"; k plan torchext --arch 9.0
 for a in 9.0 12.0 9.0; do
   echo "== install torchext --arch $a"

@@ -350,7 +350,7 @@ fn run_step(
         Err(e) => Err(cmd_fail(step, Phase::Install, e)),
         Ok(()) => {
             reporter.phase(step, Phase::Verify, &r.imports.join(", "));
-            verify(step, r, cx).and_then(|facts| {
+            verify(step, r, plan, cx).and_then(|facts| {
                 record(step, r, plan, cx, &facts, &dist_name, &identity, wheel.as_deref()).map(|()| facts)
             })
         }
@@ -662,7 +662,7 @@ fn record(
 }
 
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
-fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<PythonFacts, BuildFailure> {
+fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFacts, BuildFailure> {
     let mut imports = r.imports.clone();
     // Import what it links against first (torch above all), so the probe records their ABI facts.
     for d in r.depends_with(&step.features).filter(|d| d.abi) {
@@ -686,11 +686,21 @@ fn verify(step: &Step, r: &Recipe, cx: &Context) -> Result<PythonFacts, BuildFai
             (!res.ok).then(|| format!("import {m} failed: {}", res.error.as_deref().unwrap_or("?")))
         })
         .collect();
-    if failed.is_empty() {
-        Ok(facts)
-    } else {
-        Err(fail(step, Phase::Verify, failed.join("; ")))
+    if !failed.is_empty() {
+        return Err(fail(step, Phase::Verify, failed.join("; ")));
     }
+    // Where a GPU of the target arch is here, the kernels must also run.
+    if !crate::probe::smoke::runnable_archs(&cx.machine.gpu_archs(), &plan.archs).is_empty()
+        && let Some(s) = crate::probe::smoke::run(&cx.python, r, &cx.cache.join("smoke"), cx.import_timeout)
+        && !s.ok
+    {
+        return Err(fail(
+            step,
+            Phase::Verify,
+            format!("smoke test failed: {}", s.error.unwrap_or_default()),
+        ));
+    }
+    Ok(facts)
 }
 
 /// Uninstalls what the failed step installed and restores the backup; says what was done.

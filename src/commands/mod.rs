@@ -156,6 +156,10 @@ pub struct Session {
     pub request: resolve::solve::Request,
     pub facts: PythonFacts,
     pub binaries: std::collections::BTreeMap<String, crate::probe::binaries::Binaries>,
+    /// Smoke tests that ran, by component.
+    pub smoke: BTreeMap<String, probe_mod::smoke::SmokeResult>,
+    /// The target archs a GPU here has (smoke tests run only for these).
+    pub smoke_archs: Vec<Arch>,
     pub assessments: Vec<Assessment>,
     /// Whether the Python facts came from the probe cache.
     pub probe_cache: probe_mod::cache::CacheUse,
@@ -194,8 +198,31 @@ impl Session {
             .filter_map(|(name, _)| set.get(name).and_then(|r| r.dist.as_deref()).map(probe_mod::normalize))
             .collect();
         let timeout = Duration::from_secs(g.import_timeout.max(1));
-        let (facts, binaries, probe_cache) =
-            probe_mod::cache::python_facts(&cache, &python, &imports, &dists, g.refresh, || {
+        // Smoke tests run only where a GPU of a target arch is present; which ones, their
+        // scripts and those archs are part of the cache key.
+        let smoke_archs = probe_mod::smoke::runnable_archs(&machine.gpu_archs(), &archs);
+        let smoke_recipes: Vec<&crate::recipe::Recipe> = if smoke_archs.is_empty() {
+            Vec::new()
+        } else {
+            scope
+                .iter()
+                .filter_map(|(n, _)| set.get(n))
+                .filter(|r| r.smoke.is_some())
+                .collect()
+        };
+        let smoke_key: Vec<String> = smoke_recipes
+            .iter()
+            .map(|r| format!("{}\0{}", r.name, r.smoke.as_ref().map_or("", |s| s.text.as_str())))
+            .chain(smoke_archs.iter().map(|a| a.to_string()))
+            .collect();
+        let (probed, probe_cache) = probe_mod::cache::python_facts(
+            &cache,
+            &python,
+            &imports,
+            &dists,
+            &smoke_key.join("\0"),
+            g.refresh,
+            || {
                 let facts = python::probe(&python, &imports, timeout).map_err(|e| Failure::User(e.to_string()))?;
                 let binaries = dists
                     .iter()
@@ -206,14 +233,27 @@ impl Session {
                             .map(|dist| (d.clone(), probe_mod::binaries::scan(dist)))
                     })
                     .collect();
-                Ok((facts, binaries))
-            })?;
+                // Only what is installed and imports: a smoke test cannot prove more than that
+                // an import failed, which the probe already says.
+                let smoke = smoke_recipes
+                    .iter()
+                    .filter(|r| resolve::status::installed_and_imports(r, &facts))
+                    .filter_map(|r| {
+                        probe_mod::smoke::run(&python, r, &cache.join("smoke"), timeout).map(|s| (r.name.clone(), s))
+                    })
+                    .collect();
+                Ok(probe_mod::cache::Probed { facts, binaries, smoke })
+            },
+        )?;
+        let probe_mod::cache::Probed { facts, binaries, smoke } = probed;
         let evidence = resolve::status::Evidence {
             set: &set,
             machine: &machine,
             python: &facts,
             binaries: &binaries,
             archs: &archs,
+            smoke: &smoke,
+            smoke_archs: &smoke_archs,
         };
         let assessments = resolve::status::assess(&evidence, &scope);
         Ok(Session {
@@ -231,6 +271,8 @@ impl Session {
             },
             facts,
             binaries,
+            smoke,
+            smoke_archs,
             assessments,
             probe_cache,
         })
@@ -282,6 +324,8 @@ impl Session {
                     python: &facts,
                     binaries: &self.binaries,
                     archs: &self.archs,
+                    smoke: &self.smoke,
+                    smoke_archs: &self.smoke_archs,
                 };
                 resolve::status::assess(&evidence, &scope)
             }

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use super::binaries::Binaries;
 use super::machine::MachineFacts;
 use super::python::PythonFacts;
+use super::smoke::SmokeResult;
 
 /// (path, mtime in ns, size); mtime -1 for a path that does not exist.
 type Stamp = Vec<(String, i64, u64)>;
@@ -28,8 +29,18 @@ type Stamp = Vec<(String, i64, u64)>;
 #[derive(Serialize, Deserialize)]
 struct PythonEntry {
     stamp: Stamp,
-    facts: PythonFacts,
-    binaries: BTreeMap<String, Binaries>,
+    #[serde(flatten)]
+    probed: Probed,
+}
+
+/// What one probe of an interpreter found: its facts, the CUDA binaries of the distributions in
+/// scope, and the smoke tests that ran (by component).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Probed {
+    pub facts: PythonFacts,
+    pub binaries: BTreeMap<String, Binaries>,
+    #[serde(default)]
+    pub smoke: BTreeMap<String, SmokeResult>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -128,44 +139,49 @@ pub enum CacheUse {
     Refresh,
 }
 
-/// The Python facts for (`python`, `imports`) and the CUDA binaries of `dists`: from the cache
-/// when nothing they depend on changed, else from `probe` (whose result is then stored).
+/// What `probe` found for (`python`, `imports`, the CUDA binaries of `dists`, the smoke tests
+/// `smoke` names): from the cache when nothing it depends on changed, else from `probe` (whose
+/// result is then stored).
 pub fn python_facts<E>(
     cache: &Path,
     python: &Path,
     imports: &[String],
     dists: &[String],
+    smoke: &str,
     refresh: bool,
-    probe: impl FnOnce() -> Result<(PythonFacts, BTreeMap<String, Binaries>), E>,
-) -> Result<(PythonFacts, BTreeMap<String, Binaries>, CacheUse), E> {
+    probe: impl FnOnce() -> Result<Probed, E>,
+) -> Result<(Probed, CacheUse), E> {
     let file = cache.join("probe").join(format!(
         "py-{}.json",
-        key(&[&python.display().to_string(), &imports.join(","), &dists.join(",")])
+        key(&[
+            &python.display().to_string(),
+            &imports.join(","),
+            &dists.join(","),
+            smoke
+        ])
     ));
     if !refresh && let Some(entry) = read::<PythonEntry>(&file) {
-        let now: Stamp = python_paths(python, &entry.facts, dists)
+        let now: Stamp = python_paths(python, &entry.probed.facts, dists)
             .iter()
             .map(|p| stat(p))
             .collect();
         if now == entry.stamp {
-            return Ok((entry.facts, entry.binaries, CacheUse::Hit));
+            return Ok((entry.probed, CacheUse::Hit));
         }
     }
-    let (facts, binaries) = probe()?;
-    let stamp = python_paths(python, &facts, dists).iter().map(|p| stat(p)).collect();
+    let probed = probe()?;
+    let stamp = python_paths(python, &probed.facts, dists)
+        .iter()
+        .map(|p| stat(p))
+        .collect();
     write(
         &file,
         &PythonEntry {
             stamp,
-            facts: facts.clone(),
-            binaries: binaries.clone(),
+            probed: probed.clone(),
         },
     );
-    Ok((
-        facts,
-        binaries,
-        if refresh { CacheUse::Refresh } else { CacheUse::Miss },
-    ))
+    Ok((probed, if refresh { CacheUse::Refresh } else { CacheUse::Miss }))
 }
 
 const MACHINE_ENV: &[&str] = &[

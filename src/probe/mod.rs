@@ -6,6 +6,7 @@ pub mod binaries;
 pub mod cache;
 pub mod machine;
 pub mod python;
+pub mod smoke;
 
 pub use machine::MachineFacts;
 pub use python::{PythonFacts, normalize};

@@ -99,6 +99,19 @@ pub struct Dependency {
     pub span: Option<Range<usize>>,
 }
 
+/// A smoke test: a Python script, named relative to the recipe file, that exits 0 when the
+/// component does its job on the GPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct Smoke {
+    /// As written in the recipe (`smoke/torch.py`).
+    pub path: String,
+    /// The script, read when the recipe set is loaded.
+    #[serde(skip)]
+    pub text: String,
+    #[serde(skip)]
+    pub span: Option<Range<usize>>,
+}
+
 /// How to turn the source into an installed wheel.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Build {
@@ -186,6 +199,10 @@ pub struct Recipe {
     pub install_deps: bool,
     /// Imports that prove the component works.
     pub imports: Vec<String>,
+    /// A script that proves it works on the GPU (`[verify] smoke`), run only where a GPU of
+    /// the target arch is present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smoke: Option<Smoke>,
     pub features: BTreeMap<String, Feature>,
     /// The versions kiln can install, in order of preference (newest first). Without
     /// `[[versions]]` this is the one `[package] version` with `[source]`.

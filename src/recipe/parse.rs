@@ -45,7 +45,7 @@ const BUILD: &[&str] = &[
     "cargo_manifest",
 ];
 const INSTALL: &[&str] = &["deps"];
-const VERIFY: &[&str] = &["imports"];
+const VERIFY: &[&str] = &["imports", "smoke"];
 const FEATURE: &[&str] = &["summary", "depends", "imports"];
 
 struct Ctx<'a> {
@@ -500,9 +500,16 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     }
 
     let mut imports = Vec::new();
+    let mut smoke = None;
     if let Some(v) = cx.table(root, "verify", "") {
         cx.check_keys(v, "verify", VERIFY);
         imports = module_names(&mut cx, v, "verify");
+        // The script itself is read with the rest of the set (embedded or from the directory).
+        smoke = cx.string(v, "smoke", "verify").map(|s| super::model::Smoke {
+            path: s.value,
+            text: String::new(),
+            span: s.span,
+        });
     }
 
     let mut features = BTreeMap::new();
@@ -657,6 +664,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         build,
         install_deps,
         imports,
+        smoke,
         features,
         versions,
         backends,

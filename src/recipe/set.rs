@@ -138,6 +138,27 @@ impl RecipeSet {
                 }
             }
         }
+        // Smoke scripts are read now, so that a missing one is a load error, not a surprise later.
+        for r in recipes.values_mut() {
+            let Some(smoke) = r.smoke.as_mut() else { continue };
+            let text = match &r.dir {
+                Some(dir) => std::fs::read_to_string(dir.join(&smoke.path)).ok(),
+                None if origin == "embedded" => EMBEDDED
+                    .get_file(&smoke.path)
+                    .map(|f| String::from_utf8_lossy(f.contents()).into_owned()),
+                None => None,
+            };
+            match text {
+                Some(t) => smoke.text = t,
+                None => diags.push(Diagnostic::new(
+                    &r.file,
+                    &sources[&r.file],
+                    smoke.span.clone(),
+                    format!("smoke script `{}` cannot be read", smoke.path),
+                    Some("name a Python file relative to the recipe file".into()),
+                )),
+            }
+        }
         // Cross-file checks: dependencies and their features must exist.
         for r in recipes.values() {
             let src = &sources[&r.file];

@@ -1,9 +1,10 @@
 //! Statuses: what kiln can say about one component after probing, with the evidence behind it.
 //!
 //! A component is `ok` only when its distribution is installed, its version is accepted by its
-//! recipe and by every dependent in scope, and every import its recipe names actually ran.
-//! This module deliberately ignores kernel images in binaries and ABI fingerprints (later
-//! stages add `wrong-arch` and `stale`); it never touches the disk and never prints.
+//! recipe and by every dependent in scope, every import its recipe names actually ran, its CUDA
+//! binaries hold an image for each target arch, the fingerprints of what it was built against
+//! still hold, and (where a GPU of the target arch is here) its smoke test passed. It judges the
+//! facts the probe gathered; it never touches the disk, runs nothing and never prints.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -15,6 +16,7 @@ use crate::arch::Arch;
 use crate::arch::run::runs_on;
 use crate::probe::binaries::Binaries;
 use crate::probe::python::{ImportResult, PythonFacts};
+use crate::probe::smoke::SmokeResult;
 use crate::probe::{MachineFacts, normalize};
 use crate::recipe::{Kind, Recipe, RecipeSet};
 
@@ -27,6 +29,16 @@ pub struct Evidence<'a> {
     pub binaries: &'a BTreeMap<String, Binaries>,
     /// The archs the components must run on (empty: no arch check).
     pub archs: &'a [Arch],
+    /// Smoke tests that ran, by component.
+    pub smoke: &'a BTreeMap<String, SmokeResult>,
+    /// The target archs a GPU here has; empty when no smoke test could run.
+    pub smoke_archs: &'a [Arch],
+}
+
+/// Whether `r`'s distribution is installed and every import its recipe names ran.
+pub fn installed_and_imports(r: &Recipe, py: &PythonFacts) -> bool {
+    let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
+    py.dists.contains_key(&normalize(&dist)) && r.imports.iter().all(|m| py.imports.get(m).is_some_and(|i| i.ok))
 }
 
 /// What kiln can say about a component.
@@ -381,6 +393,9 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     } else if let Some((false, why)) = &arch {
         a.status = Status::WrongArch;
         a.evidence = why.clone();
+    } else if let Some(SmokeResult { ok: false, error, .. }) = ev.smoke.get(&r.name) {
+        a.status = Status::Broken;
+        a.evidence = format!("smoke test failed: {}", error.as_deref().unwrap_or("?"));
     } else if !stale.is_empty() {
         a.status = Status::Stale;
         a.evidence = stale.join("; ");
@@ -403,6 +418,22 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         };
         if let Some((true, found)) = &arch {
             a.evidence = format!("{}; {found}", a.evidence);
+        }
+        if let Some(smoke) = &r.smoke {
+            let on: Vec<String> = ev.smoke_archs.iter().map(|x| x.to_string()).collect();
+            a.evidence = match ev.smoke.get(&r.name) {
+                Some(s) => format!(
+                    "{}; smoke test {} passed on {} ({:.2} s)",
+                    a.evidence,
+                    smoke.path,
+                    on.join(", "),
+                    s.seconds
+                ),
+                None => format!(
+                    "{}; smoke test {} not run: no GPU of a target arch here",
+                    a.evidence, smoke.path
+                ),
+            };
         }
     }
     for (fname, f) in &r.features {

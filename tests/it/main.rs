@@ -6,6 +6,7 @@ mod fatbin;
 mod lock;
 mod recipes;
 mod resolve;
+mod smoke;
 mod sources;
 mod stack;
 mod truth;

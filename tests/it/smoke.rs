@@ -1,0 +1,104 @@
+//! Smoke tests: a recipe's script runs where a GPU of the target arch is present (here one is
+//! declared with KILN_GPU_ARCH, as on a machine without nvidia-smi), after every build and in
+//! every doctor; a failing one makes the component `broken` with the script's own error.
+
+use crate::common::{World, component, stdout_json, text};
+
+const SMOKE: &str = "from kiln_fixture_pure import greet\nassert greet('gpu') == 'hello, gpu', greet('gpu')\n";
+
+fn with_smoke(w: &World) {
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "[verify]\n",
+        "[verify]\nsmoke = \"smoke/fixture-pure.py\"\n",
+    );
+    std::fs::create_dir_all(w.recipes.join("smoke")).unwrap();
+    std::fs::write(w.recipes.join("smoke/fixture-pure.py"), SMOKE).unwrap();
+}
+
+fn doctor(w: &World, gpu: Option<&str>) -> serde_json::Value {
+    let mut c = w.kiln();
+    c.args(["doctor", "--json", "--arch", "9.0", "fixture-pure"]);
+    if let Some(a) = gpu {
+        c.env("KILN_GPU_ARCH", a);
+    }
+    stdout_json(&c.output().unwrap())
+}
+
+#[test]
+fn a_smoke_test_runs_where_the_gpu_is_and_its_failure_is_the_evidence() {
+    let w = World::new();
+    with_smoke(&w);
+    let out = w
+        .kiln()
+        .env("KILN_GPU_ARCH", "9.0")
+        .args(["install", "--arch", "9.0", "fixture-pure"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let v = doctor(&w, Some("9.0"));
+    let c = component(&v, "fixture-pure");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("smoke test smoke/fixture-pure.py passed on 9.0"),
+        "{c}"
+    );
+    // No GPU of the target arch: the import still proves the library loads, nothing more.
+    let v = doctor(&w, Some("12.0"));
+    let c = component(&v, "fixture-pure");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("smoke test smoke/fixture-pure.py not run: no GPU of a target arch here"),
+        "{c}"
+    );
+
+    // The module still imports, but no longer does its job: broken, with the script's error.
+    let words = w.site_packages().join("kiln_fixture_pure/words.py");
+    std::fs::write(&words, "def greet(name):\n    return 'bye'\n").unwrap();
+    let v = doctor(&w, Some("9.0"));
+    let c = component(&v, "fixture-pure");
+    assert_eq!(c["status"], "broken", "{c}");
+    let evidence = c["evidence"].as_str().unwrap();
+    assert!(
+        evidence.starts_with("smoke test failed: smoke/fixture-pure.py (exit status 1)"),
+        "{evidence}"
+    );
+    assert!(evidence.contains("AssertionError: bye"), "{evidence}");
+
+    // install rebuilds it, and the smoke test after the build is what proves the rebuild.
+    let out = w
+        .kiln()
+        .env("KILN_GPU_ARCH", "9.0")
+        .args(["install", "--json", "--arch", "9.0", "fixture-pure"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(stdout_json(&out)["outcomes"][0]["action"], "rebuild");
+    assert_eq!(component(&doctor(&w, Some("9.0")), "fixture-pure")["status"], "ok");
+}
+
+#[test]
+fn a_missing_smoke_script_is_a_recipe_error_at_its_key() {
+    let w = World::new();
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "[verify]\n",
+        "[verify]\nsmoke = \"smoke/nope.py\"\n",
+    );
+    let out = w.kiln().args(["recipes"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("error: smoke script `smoke/nope.py` cannot be read"),
+        "{err}"
+    );
+    assert!(err.contains("fixture-pure.toml:"), "{err}");
+    assert!(err.contains("smoke = \"smoke/nope.py\""), "{err}");
+}
