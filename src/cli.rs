@@ -67,16 +67,23 @@ pub struct Global {
 pub enum Command {
     /// What is here and what works: machine facts and a status for each component, with evidence
     ///
-    /// Statuses: ok (installed, accepted version, imports ran), missing, outdated, broken (an
-    /// import failed; the exception is the evidence), blocked (needs what kiln does not install),
-    /// unsupported (cannot work on this target). Exit status 1 when anything is not ok.
+    /// Statuses: ok (installed, accepted version, imports ran, kernel images for the target arch,
+    /// smoke test passed where a GPU of that arch is here), missing, outdated, broken (an import
+    /// or the smoke test failed; its error is the evidence), wrong-arch (no kernel image for the
+    /// target in its binaries), stale (built against a torch or other ABI dependency that has
+    /// changed since), blocked (needs what kiln does not install), unsupported (cannot work on
+    /// this target). Exit status 1 when anything is not ok.
     Doctor(Targets),
     /// What `install` would do, step by step in dependency order, with the reason for each
     Plan(Targets),
     /// Build and install what is missing or broken, verifying each component before the next
     ///
     /// Each component is built into a wheel first, then installed; its imports are re-run in a
-    /// fresh interpreter. A failure puts the environment back as it was and stops.
+    /// fresh interpreter, and its smoke test where a GPU of the target arch is present. A failure
+    /// puts the environment back as it was and stops. A verified wheel is kept in the cache
+    /// (`--cache-dir`) under what decides the binary, so the next build of the same thing, here or
+    /// on a node sharing the cache, installs it without compiling. A compile killed for memory is
+    /// retried with half the jobs.
     Install(InstallArgs),
     /// Write kiln.lock: the version, source, archs and ABI facts of every installed component
     ///
