@@ -1,15 +1,17 @@
 //! Build: carries out a [`Plan`]. For each step that changes something: get the source, build a
 //! wheel (with build requirements in a private overlay, never in the environment), back up what
-//! is installed, install the wheel, and prove it with a fresh probe of its imports before any
-//! dependent starts. A failure at any point leaves the environment as it was and stops the run.
+//! is installed, install the wheel, and prove it with a fresh probe of its imports (and its
+//! smoke test) before any dependent starts. Builds whose dependencies are installed run side by
+//! side within the CPU and memory budget ([`schedule`]); installs run one at a time. A failed
+//! step leaves the environment as it was for that component and no new build starts.
 //!
 //! A verified wheel is kept in the wheel cache ([`wheels`]); a later build with the same inputs,
 //! on this node or another sharing the cache, installs it instead of compiling.
 //!
-//! Progress goes through the [`Reporter`] trait; this module never prints. Parallel builds are
-//! left to later work.
+//! Progress goes through the [`Reporter`] trait; this module never prints.
 
 pub mod install;
+pub mod schedule;
 pub mod source;
 pub mod wheels;
 
@@ -23,7 +25,6 @@ use crate::probe::{MachineFacts, normalize};
 use crate::process::{Cmd, CommandFailed};
 use crate::recipe::template::Vars;
 use crate::recipe::{Recipe, RecipeSet, Source};
-use crate::resolve::plan::jobs_for;
 use crate::resolve::{Action, Plan, Step};
 use install::{Backup, Installer};
 
@@ -121,57 +122,101 @@ pub struct Context<'a> {
     pub facts: &'a PythonFacts,
 }
 
-/// What a run did: an outcome per step reached, and the failure that stopped it, if any.
+/// What a run did: an outcome per step reached (in plan order), the first failure, and any
+/// other build that failed while it ran.
 #[derive(Debug)]
 pub struct RunReport {
     pub outcomes: Vec<Outcome>,
     pub failure: Option<BuildFailure>,
+    pub more_failures: Vec<BuildFailure>,
 }
 
-/// Runs every changing step of `plan` in order; stops at the first failure.
-pub fn execute(plan: &Plan, cx: &Context, reporter: &dyn Reporter) -> RunReport {
-    let mut outcomes = Vec::new();
+/// Runs every changing step of `plan`: builds start when what they depend on is installed and
+/// while CPUs and memory last ([`schedule`]), side by side; each finished wheel is installed and
+/// verified on this thread, one at a time. After a failure no new build starts; builds under way
+/// finish, and those that succeed are installed (they depend on nothing that failed).
+pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> RunReport {
+    let steps = &plan.steps;
+    let waits = schedule::waits(plan, cx.set);
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; steps.len()];
+    let mut installed = vec![false; steps.len()];
+    let mut started: Vec<Option<Instant>> = vec![None; steps.len()];
+    let mut failures: Vec<BuildFailure> = Vec::new();
     // The environment as the last verification saw it (the plan's facts before any step).
     let mut latest: Option<PythonFacts> = None;
-    for step in &plan.steps {
+    let outcome = |step: &Step, since: Instant, result: &'static str, done: Option<&StepDone>| Outcome {
+        name: step.name.clone(),
+        action: step.action,
+        result,
+        seconds: since.elapsed().as_secs_f64(),
+        wheel: done.and_then(|d| d.wheel.as_ref()).map(|w| w.display().to_string()),
+        source: done.map(|d| d.source.clone()),
+        from_cache: done.is_some_and(|d| d.from_cache),
+        note: done.and_then(|d| d.note.clone()),
+    };
+    for (i, step) in steps.iter().enumerate().filter(|(_, s)| !s.action.changes()) {
         reporter.step_started(step);
-        let start = Instant::now();
-        let outcome = |result: &'static str, done: Option<&StepDone>| Outcome {
-            name: step.name.clone(),
-            action: step.action,
-            result,
-            seconds: start.elapsed().as_secs_f64(),
-            wheel: done.and_then(|d| d.wheel.as_ref()).map(|w| w.display().to_string()),
-            source: done.map(|d| d.source.clone()),
-            from_cache: done.is_some_and(|d| d.from_cache),
-            note: done.and_then(|d| d.note.clone()),
-        };
-        if !step.action.changes() {
-            let o = outcome("kept", None);
-            reporter.step_finished(step, &o);
-            outcomes.push(o);
-            continue;
-        }
-        match run_step(step, plan, cx, latest.as_ref().unwrap_or(cx.facts), reporter) {
-            Ok(done) => {
-                let o = outcome("done", Some(&done));
-                reporter.step_finished(step, &o);
-                outcomes.push(o);
-                latest = Some(carry_torch_facts(latest.as_ref().unwrap_or(cx.facts), done.facts));
-            }
-            Err(f) => {
-                let o = outcome("failed", None);
-                reporter.step_finished(step, &o);
-                return RunReport {
-                    outcomes,
-                    failure: Some(f),
-                };
-            }
-        }
+        let o = outcome(step, Instant::now(), "kept", None);
+        reporter.step_finished(step, &o);
+        outcomes[i] = Some(o);
+        installed[i] = true;
     }
+    let mut budget = schedule::Budget::now(cx.machine);
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut running = 0;
+        loop {
+            for (i, step) in steps.iter().enumerate() {
+                if !failures.is_empty() || started[i].is_some() || installed[i] {
+                    continue;
+                }
+                if !waits[i].iter().all(|&j| installed[j]) {
+                    continue;
+                }
+                let per_job = cx.set.get(&step.name).and_then(|r| r.build.memory_per_job);
+                let Some(claim) = budget.claim(per_job, cx.jobs, running) else {
+                    continue;
+                };
+                reporter.step_started(step);
+                started[i] = Some(Instant::now());
+                running += 1;
+                let known = latest.clone().unwrap_or_else(|| cx.facts.clone());
+                let tx = tx.clone();
+                scope.spawn(move || {
+                    let prepared = prepare(step, plan, cx, &known, claim.jobs, reporter);
+                    let _ = tx.send((i, claim, prepared));
+                });
+            }
+            if running == 0 {
+                break;
+            }
+            let Ok((i, claim, prepared)) = rx.recv() else { break };
+            running -= 1;
+            budget.release(claim);
+            let step = &steps[i];
+            let since = started[i].unwrap_or_else(Instant::now);
+            match prepared.and_then(|p| commit(step, plan, cx, p, reporter)) {
+                Ok(done) => {
+                    let o = outcome(step, since, "done", Some(&done));
+                    reporter.step_finished(step, &o);
+                    outcomes[i] = Some(o);
+                    installed[i] = true;
+                    latest = Some(carry_torch_facts(latest.as_ref().unwrap_or(cx.facts), done.facts));
+                }
+                Err(f) => {
+                    let o = outcome(step, since, "failed", None);
+                    reporter.step_finished(step, &o);
+                    outcomes[i] = Some(o);
+                    failures.push(f);
+                }
+            }
+        }
+    });
+    let mut failures = failures.into_iter();
     RunReport {
-        outcomes,
-        failure: None,
+        outcomes: outcomes.into_iter().flatten().collect(),
+        failure: failures.next(),
+        more_failures: failures.collect(),
     }
 }
 
@@ -258,17 +303,41 @@ fn abi_fingerprints(
     (out, complete)
 }
 
-fn run_step(
+/// A step's wheel, built (or found in the cache) and ready to install; for an index wheel, the
+/// requirement to install.
+struct Prepared {
+    to_install: String,
+    identity: String,
+    wheel: Option<PathBuf>,
+    index_url: Option<String>,
+    cache_entry: Option<(wheels::WheelKey, serde_json::Value)>,
+    from_cache: bool,
+    note: Option<String>,
+    work: PathBuf,
+}
+
+fn recipe_of<'a>(step: &Step, cx: &Context<'a>) -> Result<&'a Recipe, BuildFailure> {
+    cx.set
+        .get(&step.name)
+        .ok_or_else(|| fail(step, Phase::Fetch, "no recipe"))
+}
+
+fn log_of(cx: &Context, step: &Step, phase: Phase) -> PathBuf {
+    cx.logs.join(format!("{}.{}.log", step.name, phase.as_str()))
+}
+
+/// Fetches the source and builds the wheel with `jobs` compile jobs (or takes it from the wheel
+/// cache). Touches nothing in the environment, so steps whose dependencies are installed can
+/// prepare side by side.
+fn prepare(
     step: &Step,
     plan: &Plan,
     cx: &Context,
     known: &PythonFacts,
+    jobs: usize,
     reporter: &dyn Reporter,
-) -> Result<StepDone, BuildFailure> {
-    let r = cx
-        .set
-        .get(&step.name)
-        .ok_or_else(|| fail(step, Phase::Fetch, "no recipe"))?;
+) -> Result<Prepared, BuildFailure> {
+    let r = recipe_of(step, cx)?;
     // The source of the version the plan chose (a recipe can describe several).
     let entry = step
         .version
@@ -280,49 +349,64 @@ fn run_step(
         .and_then(|e| e.source.as_ref())
         .or(r.source.as_ref())
         .ok_or_else(|| fail(step, Phase::Fetch, "the recipe has no source"))?;
-    let log = |phase: Phase| cx.logs.join(format!("{}.{}.log", step.name, phase.as_str()));
+    let log = |phase: Phase| log_of(cx, step, phase);
     let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
-    let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
-    let installed = cx.facts.dists.get(&normalize(&dist_name));
-
-    let mut cache_entry: Option<(wheels::WheelKey, serde_json::Value)> = None;
-    let mut from_cache = false;
-    let mut note = None;
-    let (to_install, identity, wheel, index_url) = match source {
-        Source::Wheel { requirement, index_url } => {
-            reporter.phase(step, Phase::Install, requirement);
-            (
-                requirement.clone(),
-                format!("index:{requirement}"),
-                None,
-                index_url.clone(),
-            )
+    if let Source::Wheel { requirement, index_url } = source {
+        return Ok(Prepared {
+            to_install: requirement.clone(),
+            identity: format!("index:{requirement}"),
+            wheel: None,
+            index_url: index_url.clone(),
+            cache_entry: None,
+            from_cache: false,
+            note: None,
+            work,
+        });
+    }
+    reporter.phase(step, Phase::Fetch, &describe(source));
+    let fetched =
+        source::fetch(source, r.dir.as_deref(), &work, &cx.cache, &log(Phase::Fetch)).map_err(|e| match e {
+            source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
+            other => fail(step, Phase::Fetch, other.to_string()),
+        })?;
+    let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
+    let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::lookup(&cx.cache, key));
+    let (wheel, from_cache, note) = match cached {
+        Some(w) => {
+            reporter.phase(step, Phase::Wheel, "from the wheel cache");
+            (w, true, None)
         }
-        _ => {
-            reporter.phase(step, Phase::Fetch, &describe(source));
-            let fetched =
-                source::fetch(source, r.dir.as_deref(), &work, &cx.cache, &log(Phase::Fetch)).map_err(|e| match e {
-                    source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
-                    other => fail(step, Phase::Fetch, other.to_string()),
-                })?;
-            cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
-            let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::lookup(&cx.cache, key));
-            let wheel = match cached {
-                Some(w) => {
-                    reporter.phase(step, Phase::Wheel, "from the wheel cache");
-                    from_cache = true;
-                    w
-                }
-                None => {
-                    let (w, n) = build_wheel(step, r, plan, cx, &fetched.dir, &work, reporter, &log)?;
-                    note = n;
-                    w
-                }
-            };
-            (wheel.display().to_string(), fetched.identity, Some(wheel), None)
+        None => {
+            let (w, n) = build_wheel(step, r, plan, cx, &fetched.dir, &work, jobs, reporter, &log)?;
+            (w, false, n)
         }
     };
+    Ok(Prepared {
+        to_install: wheel.display().to_string(),
+        identity: fetched.identity,
+        wheel: Some(wheel),
+        index_url: None,
+        cache_entry,
+        from_cache,
+        note,
+        work,
+    })
+}
 
+/// Installs a prepared step and proves it; on any failure puts the environment back. Runs one
+/// at a time: installs never overlap.
+fn commit(
+    step: &Step,
+    plan: &Plan,
+    cx: &Context,
+    p: Prepared,
+    reporter: &dyn Reporter,
+) -> Result<StepDone, BuildFailure> {
+    let r = recipe_of(step, cx)?;
+    let log = |phase: Phase| log_of(cx, step, phase);
+    let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
+    let installed = cx.facts.dists.get(&normalize(&dist_name));
+    let work = &p.work;
     // Back up what is there, install, verify; on any failure put it back.
     let backup =
         Backup::take(installed, &work.join("backup")).map_err(|e| fail(step, Phase::Install, e.to_string()))?;
@@ -332,7 +416,7 @@ fn run_step(
         &format!("{} ({})", dist_name, cx.installer.name()),
     );
     let constraints = if r.install_deps {
-        Some(write_constraints(cx, &dist_name, &work).map_err(|e| fail(step, Phase::Install, e))?)
+        Some(write_constraints(cx, &dist_name, work).map_err(|e| fail(step, Phase::Install, e))?)
     } else {
         None
     };
@@ -340,10 +424,10 @@ fn run_step(
         .installer
         .install(
             &cx.python,
-            &[to_install],
+            std::slice::from_ref(&p.to_install),
             r.install_deps,
             constraints.as_deref(),
-            index_url.as_deref(),
+            p.index_url.as_deref(),
         )
         .run_logged(&log(Phase::Install));
     let verified = match installed_result {
@@ -351,7 +435,7 @@ fn run_step(
         Ok(()) => {
             reporter.phase(step, Phase::Verify, &r.imports.join(", "));
             verify(step, r, plan, cx).and_then(|facts| {
-                record(step, r, plan, cx, &facts, &dist_name, &identity, wheel.as_deref()).map(|()| facts)
+                record(step, r, plan, cx, &facts, &dist_name, &p.identity, p.wheel.as_deref()).map(|()| facts)
             })
         }
     };
@@ -366,7 +450,7 @@ fn run_step(
     let _ = std::fs::remove_dir_all(work.join("backup"));
     // Only a verified wheel is kept. A cache that cannot be written costs a later rebuild, not
     // this install: say so in the wheel log.
-    if let (false, Some((key, inputs)), Some(w)) = (from_cache, &cache_entry, &wheel)
+    if let (false, Some((key, inputs)), Some(w)) = (p.from_cache, &p.cache_entry, &p.wheel)
         && let Err(e) = wheels::store(&cx.cache, key, inputs, w)
     {
         let note = format!("\n# not kept in the wheel cache: {e}\n");
@@ -377,10 +461,10 @@ fn run_step(
             .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
     }
     Ok(StepDone {
-        wheel,
-        source: identity,
-        from_cache,
-        note,
+        wheel: p.wheel,
+        source: p.identity,
+        from_cache: p.from_cache,
+        note: p.note,
         facts,
     })
 }
@@ -433,6 +517,7 @@ fn build_wheel(
     cx: &Context,
     src: &Path,
     work: &Path,
+    jobs: usize,
     reporter: &dyn Reporter,
     log: &dyn Fn(Phase) -> PathBuf,
 ) -> Result<(PathBuf, Option<String>), BuildFailure> {
@@ -444,7 +529,6 @@ fn build_wheel(
             format!("cannot create {}: {e}", wheel_dir.display()),
         )
     })?;
-    let jobs = jobs_for(r.build.memory_per_job, cx.machine, cx.jobs);
     let mut vars = Vars {
         python: cx.python.display().to_string(),
         src: src.display().to_string(),

@@ -89,21 +89,26 @@ fn carry_out(g: &Global, s: &Session, plan: &Plan, dry_run: bool) -> (CmdResult,
             )
         }
         Some(failure) => {
+            let all: Vec<&build::BuildFailure> = std::iter::once(&failure).chain(&result.more_failures).collect();
             if !g.json {
-                report::install_failed(&outcomes, &failure);
+                report::install_failed(&outcomes, &all);
             }
+            let describe = |f: &build::BuildFailure| {
+                serde_json::json!({
+                    "name": f.name, "phase": f.phase, "message": f.message,
+                    "command": f.command.as_ref().map(|c| &c.command),
+                    "status": f.command.as_ref().map(|c| &c.status),
+                    "log": f.command.as_ref().map(|c| &c.log),
+                    "tail": f.command.as_ref().map(|c| &c.tail),
+                    "restored": f.restored, "hint": f.hint,
+                })
+            };
             let json = serde_json::json!({
                 "result": "failed",
                 "logs": logs,
                 "outcomes": outcomes,
-                "failure": {
-                    "name": failure.name, "phase": failure.phase, "message": failure.message,
-                    "command": failure.command.as_ref().map(|c| &c.command),
-                    "status": failure.command.as_ref().map(|c| &c.status),
-                    "log": failure.command.as_ref().map(|c| &c.log),
-                    "tail": failure.command.as_ref().map(|c| &c.tail),
-                    "restored": failure.restored, "hint": failure.hint,
-                }
+                "failure": describe(&failure),
+                "more_failures": result.more_failures.iter().map(describe).collect::<Vec<_>>(),
             });
             (Err(Failure::Reported), json)
         }

@@ -186,6 +186,7 @@ pub fn python_facts<E>(
 
 const MACHINE_ENV: &[&str] = &[
     "KILN_GPU_ARCH",
+    "KILN_CPUS",
     "KILN_DRIVER_VERSION",
     "KILN_DRIVER_CUDA",
     "KILN_CUDA_VERSION",

@@ -116,7 +116,11 @@ pub fn probe() -> MachineFacts {
         host_compiler: host_compiler(),
         cuda_toolkit,
         cuda_searched,
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        // KILN_CPUS: the CPUs kiln may use (a share of a machine, or a test that needs a number).
+        cpus: env("KILN_CPUS")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         memory_available: std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|t| parse_meminfo(&t)),

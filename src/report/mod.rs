@@ -306,26 +306,31 @@ pub fn lock_compared(path: &Path, locked: usize, differences: &[crate::lock::Dif
     }
 }
 
-pub fn install_failed(outcomes: &[Outcome], f: &BuildFailure) {
+pub fn install_failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
     for o in outcomes.iter().filter(|o| o.result == "done") {
         println!("{:9} {} ({:.1} s)", o.action.as_str(), o.name, o.seconds);
     }
-    eprintln!("error: {} failed during {}", f.name, f.phase);
-    eprintln!("  {}", f.message);
-    if let Some(c) = &f.command {
-        eprintln!("  command: {}", c.command);
-        eprintln!("  status:  {}", c.status);
-        eprintln!("  log:     {}", c.log.display());
-        if !c.tail.is_empty() {
-            eprintln!("  last lines:");
-            for l in &c.tail {
-                eprintln!("    | {l}");
+    for (i, f) in failures.iter().enumerate() {
+        if i > 0 {
+            eprintln!();
+        }
+        eprintln!("error: {} failed during {}", f.name, f.phase);
+        eprintln!("  {}", f.message);
+        if let Some(c) = &f.command {
+            eprintln!("  command: {}", c.command);
+            eprintln!("  status:  {}", c.status);
+            eprintln!("  log:     {}", c.log.display());
+            if !c.tail.is_empty() {
+                eprintln!("  last lines:");
+                for l in &c.tail {
+                    eprintln!("    | {l}");
+                }
             }
         }
-    }
-    eprintln!("  environment: {}", f.restored);
-    if let Some(h) = &f.hint {
-        eprintln!("\nhint: {h}");
+        eprintln!("  environment: {}", f.restored);
+        if let Some(h) = &f.hint {
+            eprintln!("\nhint: {h}");
+        }
     }
 }
 

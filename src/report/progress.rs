@@ -1,17 +1,21 @@
-//! Progress for `kiln install`: an indicatif spinner per step on a terminal, plain lines on
-//! stderr otherwise (CI logs, `--no-progress`), nothing under `--quiet`.
+//! Progress for `kiln install`: an indicatif spinner per step under way (several when builds run
+//! side by side) on a terminal, plain lines on stderr otherwise (CI logs, `--no-progress`; each
+//! line names its step), nothing under `--quiet`.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::BTreeMap;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::build::{Outcome, Phase, Reporter};
 use crate::resolve::Step;
 
 pub struct Progress {
-    bar: Mutex<Option<ProgressBar>>,
+    multi: MultiProgress,
+    bars: Mutex<BTreeMap<String, ProgressBar>>,
     fancy: bool,
     quiet: bool,
 }
@@ -19,7 +23,8 @@ pub struct Progress {
 impl Progress {
     pub fn new(plain: bool, quiet: bool) -> Progress {
         Progress {
-            bar: Mutex::new(None),
+            multi: MultiProgress::new(),
+            bars: Mutex::new(BTreeMap::new()),
             fancy: !plain && !quiet && std::io::stderr().is_terminal(),
             quiet,
         }
@@ -32,15 +37,15 @@ impl Reporter for Progress {
             return;
         }
         if self.fancy {
-            let bar = ProgressBar::new_spinner();
+            let bar = self.multi.add(ProgressBar::new_spinner());
             bar.set_style(
                 ProgressStyle::with_template("{spinner} {prefix:.bold} {msg} [{elapsed}]")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.set_prefix(format!("{} {}", step.action.as_str(), step.name));
             bar.enable_steady_tick(Duration::from_millis(120));
-            if let Ok(mut b) = self.bar.lock() {
-                *b = Some(bar);
+            if let Ok(mut b) = self.bars.lock() {
+                b.insert(step.name.clone(), bar);
             }
         } else {
             eprintln!("kiln: {} {}", step.action.as_str(), step.name);
@@ -52,8 +57,8 @@ impl Reporter for Progress {
             return;
         }
         if self.fancy {
-            if let Ok(b) = self.bar.lock()
-                && let Some(bar) = b.as_ref()
+            if let Ok(b) = self.bars.lock()
+                && let Some(bar) = b.get(&step.name)
             {
                 bar.set_message(format!("{}: {detail}", phase.as_str()));
             }
@@ -63,20 +68,25 @@ impl Reporter for Progress {
     }
 
     fn step_finished(&self, step: &Step, outcome: &Outcome) {
-        if let Ok(mut b) = self.bar.lock()
-            && let Some(bar) = b.take()
+        if let Ok(mut b) = self.bars.lock()
+            && let Some(bar) = b.remove(&step.name)
         {
             bar.finish_and_clear();
+            self.multi.remove(&bar);
         }
         if self.quiet || !step.action.changes() {
             return;
         }
-        eprintln!(
+        let line = format!(
             "kiln: {} {} {} ({:.1} s)",
             outcome.result,
             step.action.as_str(),
             step.name,
             outcome.seconds
         );
+        // Above the spinners of the steps still under way, not through them.
+        if !self.fancy || self.multi.println(&line).is_err() {
+            eprintln!("{line}");
+        }
     }
 }

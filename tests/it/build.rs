@@ -326,3 +326,74 @@ fn a_compile_killed_for_memory_is_retried_with_fewer_jobs_and_says_so() {
     assert_eq!(tries, ["MAX_JOBS=4", "MAX_JOBS=2", "MAX_JOBS=1"]);
     w.py("import kiln_fixture_oom").unwrap();
 }
+
+/// kiln on the two-second fixtures, with its own cache (so no wheel comes from another run).
+fn slow_builds(w: &World, python: &std::path::Path, cache: &str, cpus: &str) -> std::process::Output {
+    crate::common::kiln_bare()
+        .env("KILN_CPUS", cpus)
+        .arg("--recipes")
+        .arg(w.dir.path().join("fixtures/parallel-recipes"))
+        .arg("--python")
+        .arg(python)
+        .arg("--cache-dir")
+        .arg(w.dir.path().join(cache))
+        .args(["--no-progress", "install", "--json", "-j", "1"])
+        .output()
+        .unwrap()
+}
+
+/// When a fixture build ran, in nanoseconds since the epoch, from its wheel log.
+fn ran(v: &serde_json::Value, name: &str) -> (u128, u128) {
+    let log = std::path::Path::new(v["logs"].as_str().unwrap()).join(format!("{name}.wheel.log"));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let at = |word: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(word))
+            .and_then(|n| n.trim().parse::<u128>().ok())
+            .unwrap_or_else(|| panic!("no `{word}` in {}", log.display()))
+    };
+    (at("start "), at("end "))
+}
+
+#[test]
+fn independent_builds_run_side_by_side_while_cpus_last() {
+    let w = World::new();
+    // Two CPUs, one job each: both build at once.
+    let out = slow_builds(&w, &w.python, "cache-2", "2");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let (a, b) = (ran(&v, "fixture-slow-a"), ran(&v, "fixture-slow-b"));
+    assert!(a.0 < b.1 && b.0 < a.1, "no overlap: a {a:?}, b {b:?}");
+    w.py("import kiln_fixture_slow_a, kiln_fixture_slow_b").unwrap();
+
+    // One CPU: one after the other.
+    let single = crate::common::venv(&w.dir.path().join("single"));
+    let out = slow_builds(&w, &single, "cache-1", "1");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let (a, b) = (ran(&v, "fixture-slow-a"), ran(&v, "fixture-slow-b"));
+    assert!(a.1 <= b.0 || b.1 <= a.0, "overlap on one CPU: a {a:?}, b {b:?}");
+}
+
+#[test]
+fn a_failed_build_stops_new_ones_but_one_under_way_is_still_installed() {
+    let w = World::new();
+    w.edit(
+        "parallel-recipes/fixture-slow-b.toml",
+        "wheel = [\"sh\", \"{src}/build.sh\", \"{python}\", \"{wheel_dir}\", \"{src}\"]",
+        "wheel = [\"sh\", \"-c\", \"sleep 1; echo 'error: broken on purpose' >&2; exit 3\"]",
+    );
+    let out = slow_builds(&w, &w.python, "cache", "2");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["failure"]["name"], "fixture-slow-b", "{v}");
+    let results: Vec<(&str, &str)> = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["name"].as_str().unwrap(), o["result"].as_str().unwrap()))
+        .collect();
+    assert_eq!(results, [("fixture-slow-a", "done"), ("fixture-slow-b", "failed")]);
+    w.py("import kiln_fixture_slow_a").unwrap();
+    assert!(w.py("import kiln_fixture_slow_b").is_err());
+}

@@ -202,6 +202,7 @@ pub fn kiln_bare() -> Command {
         "KILN_GPU_ARCH",
         "KILN_DRIVER_VERSION",
         "KILN_CUDA_VERSION",
+        "KILN_CPUS",
         "KILN_CACHE_DIR",
         "CUDA_HOME",
     ] {
