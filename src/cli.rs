@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "kiln", version, propagate_version = true, max_term_width = 100)]
 #[command(
-    after_help = "Examples:\n  kiln doctor --arch 12.0            what works here, with evidence\n  kiln plan sglang --arch 12.0       what `install` would do, in order, and why\n  kiln install 'flashinfer[cutedsl]' build what is missing, verify each piece\n  kiln lock                          record the proven environment in kiln.lock\n  kiln install --locked              reproduce kiln.lock on another node\n  kiln recipes flashinfer            show a recipe"
+    after_help = "Examples:\n  kiln doctor --arch 12.0            what works here, with evidence\n  kiln plan sglang --arch 12.0       what `install` would do, in order, and why\n  kiln install 'flashinfer[cutedsl]' build what is missing, verify each piece\n  kiln verify                        run every proof again (no cache)\n  kiln lock                          record the proven environment in kiln.lock\n  kiln install --locked              reproduce kiln.lock on another node\n  kiln recipes flashinfer            show a recipe"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -86,6 +86,10 @@ pub enum Command {
     /// on a node sharing the cache, installs it without compiling. A compile killed for memory is
     /// retried with half the jobs.
     Install(InstallArgs),
+    /// Run the proofs again, ignoring the probe cache: imports, kernel images for the target arch,
+    /// build fingerprints and smoke tests, for every installed component (or those named and what
+    /// they need). Exit status 1 when any proof fails.
+    Verify(Targets),
     /// Write kiln.lock: the version, source, archs and ABI facts of every installed component
     ///
     /// Only a proven environment is locked: every installed component in scope must be ok (its

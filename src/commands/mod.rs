@@ -8,6 +8,7 @@ mod install;
 mod lock;
 mod plan;
 mod recipes;
+mod verify;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Install(a) if a.locked => install::run_locked(&cli.global, &a.targets.targets, a.dry_run, &a.lock),
         Command::Install(a) => install::run(&cli.global, &a.targets.targets, a.dry_run),
         Command::Lock(a) => lock::run(&cli.global, &a.targets.targets, &a.output),
+        Command::Verify(t) => verify::run(&cli.global, &t.targets),
         Command::Recipes(a) => recipes::run(&cli.global, a.name.as_deref()),
         Command::Arch(a) => arch_cmd::run(&cli.global, a),
     };

@@ -127,6 +127,36 @@ fn machine_human(s: &Session) {
     }
 }
 
+/// `kiln verify`: each component's status and evidence, then a summary line.
+pub fn verified(checked: &[&crate::resolve::Assessment]) {
+    let w = checked.iter().map(|a| a.name.len()).max().unwrap_or(4).max(4);
+    for a in checked {
+        println!(
+            "{:w$}  {:11}  {:14}  {}",
+            a.name,
+            a.status.as_str(),
+            a.version.as_deref().unwrap_or("-"),
+            a.evidence
+        );
+    }
+    let bad = checked
+        .iter()
+        .filter(|a| a.status != crate::resolve::Status::Ok)
+        .count();
+    if bad == 0 {
+        println!(
+            "verified {} component{}: every proof ran again and held",
+            checked.len(),
+            if checked.len() == 1 { "" } else { "s" }
+        );
+    } else {
+        println!(
+            "{bad} of {} not ok; `kiln install` rebuilds what is broken",
+            checked.len()
+        );
+    }
+}
+
 pub fn doctor_human(s: &Session) {
     machine_human(s);
     println!();

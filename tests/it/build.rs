@@ -397,3 +397,50 @@ fn a_failed_build_stops_new_ones_but_one_under_way_is_still_installed() {
     w.py("import kiln_fixture_slow_a").unwrap();
     assert!(w.py("import kiln_fixture_slow_b").is_err());
 }
+
+#[test]
+fn verify_runs_every_proof_again_for_what_is_installed() {
+    let w = World::new();
+    let verify = |args: &[&str]| {
+        let out = w.kiln().args(["verify", "--json"]).args(args).output().unwrap();
+        let v = stdout_json(&out);
+        assert_eq!(v["probe_cache"], "refresh", "{v}");
+        let seen: Vec<(String, String)> = v["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["name"].as_str().unwrap().into(), c["status"].as_str().unwrap().into()))
+            .collect();
+        (out.status.code(), seen)
+    };
+    // Nothing installed: nothing to verify, said as an error.
+    let out = w.kiln().arg("verify").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("nothing to verify"), "{}", text(&out.stderr));
+
+    assert!(
+        w.kiln()
+            .args(["install", "fixture-pure"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    assert_eq!(verify(&[]), (Some(0), pairs(&[("fixture-pure", "ok")])));
+    // A module deleted since: the proof fails again, whatever the last run saw.
+    std::fs::remove_file(w.site_packages().join("kiln_fixture_pure/words.py")).unwrap();
+    let (code, seen) = verify(&[]);
+    assert_eq!((code, seen), (Some(1), pairs(&[("fixture-pure", "broken")])));
+    // Named: it and what it needs, installed or not.
+    assert_eq!(
+        verify(&["fixture-app"]),
+        (
+            Some(1),
+            pairs(&[
+                ("fixture-cext", "missing"),
+                ("fixture-pure", "broken"),
+                ("fixture-app", "missing")
+            ])
+        )
+    );
+}
