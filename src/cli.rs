@@ -56,6 +56,11 @@ pub struct Global {
     /// components built against it are then rebuilt
     #[arg(long, global = true, value_name = "NAME")]
     pub allow_replace: Vec<String>,
+    /// Use only what is already here: sources from kiln's cache (sdists, git mirrors), wheels
+    /// from the wheel cache, packages from uv's cache (`uv --offline`) or none (`pip --no-index`).
+    /// A step whose source is not cached is blocked at plan time, with the reason
+    #[arg(long, global = true, env = "KILN_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
+    pub offline: bool,
     /// Plain progress lines instead of spinners
     #[arg(long, global = true)]
     pub no_progress: bool,

@@ -10,9 +10,15 @@ use std::path::{Path, PathBuf};
 use crate::probe::python::Dist;
 use crate::process::{Cmd, CommandFailed};
 
-/// The program that installs wheels.
+/// The program that installs wheels, and whether it may reach a package index.
 #[derive(Debug, Clone)]
-pub enum Installer {
+pub struct Installer {
+    tool: Tool,
+    offline: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Tool {
     Uv(PathBuf),
     Pip,
 }
@@ -20,18 +26,33 @@ pub enum Installer {
 impl Installer {
     /// uv when it is on PATH (and `KILN_NO_UV` is unset), else pip.
     pub fn detect() -> Installer {
-        if std::env::var_os("KILN_NO_UV").is_none()
-            && let Ok(uv) = which::which("uv")
-        {
-            return Installer::Uv(uv);
-        }
-        Installer::Pip
+        let tool = match which::which("uv") {
+            Ok(uv) if std::env::var_os("KILN_NO_UV").is_none() => Tool::Uv(uv),
+            _ => Tool::Pip,
+        };
+        Installer { tool, offline: false }
+    }
+
+    /// No index: uv installs from its own cache (`--offline`), pip only local files (`--no-index`).
+    pub fn offline(mut self, offline: bool) -> Installer {
+        self.offline = offline;
+        self
     }
 
     pub fn name(&self) -> &'static str {
-        match self {
-            Installer::Uv(_) => "uv pip",
-            Installer::Pip => "pip",
+        match (&self.tool, self.offline) {
+            (Tool::Uv(_), false) => "uv pip",
+            (Tool::Uv(_), true) => "uv pip --offline",
+            (Tool::Pip, false) => "pip",
+            (Tool::Pip, true) => "pip --no-index",
+        }
+    }
+
+    fn no_index(&self, c: Cmd) -> Cmd {
+        match (&self.tool, self.offline) {
+            (_, false) => c,
+            (Tool::Uv(_), true) => c.arg("--offline"),
+            (Tool::Pip, true) => c.arg("--no-index"),
         }
     }
 
@@ -45,12 +66,13 @@ impl Installer {
         index_url: Option<&str>,
     ) -> Cmd {
         let py = python.display().to_string();
-        let mut c = match self {
-            Installer::Uv(uv) => {
+        let mut c = match &self.tool {
+            Tool::Uv(uv) => {
                 Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str(), "--reinstall"])
             }
-            Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--force-reinstall", "--no-input"]),
+            Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--force-reinstall", "--no-input"]),
         };
+        c = self.no_index(c);
         if !deps {
             c = c.arg("--no-deps");
         }
@@ -67,8 +89,8 @@ impl Installer {
     pub fn install_target(&self, python: &Path, reqs: &[String], target: &Path) -> Cmd {
         let py = python.display().to_string();
         let t = target.display().to_string();
-        match self {
-            Installer::Uv(uv) => Cmd::new(uv.display().to_string()).args([
+        let c = match &self.tool {
+            Tool::Uv(uv) => Cmd::new(uv.display().to_string()).args([
                 "pip",
                 "install",
                 "--python",
@@ -76,20 +98,18 @@ impl Installer {
                 "--target",
                 t.as_str(),
             ]),
-            Installer::Pip => {
-                Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input", "--target", t.as_str()])
-            }
-        }
-        .args(reqs.iter().cloned())
+            Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input", "--target", t.as_str()]),
+        };
+        self.no_index(c).args(reqs.iter().cloned())
     }
 
     pub fn uninstall(&self, python: &Path, dist: &str) -> Cmd {
         let py = python.display().to_string();
-        match self {
-            Installer::Uv(uv) => {
+        match &self.tool {
+            Tool::Uv(uv) => {
                 Cmd::new(uv.display().to_string()).args(["pip", "uninstall", "--python", py.as_str(), dist])
             }
-            Installer::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "uninstall", "-y", dist]),
+            Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "uninstall", "-y", dist]),
         }
     }
 }

@@ -120,6 +120,8 @@ pub struct Context<'a> {
     pub import_timeout: Duration,
     /// The facts the plan was made from (installed dists, for backups and constraints).
     pub facts: &'a PythonFacts,
+    /// Use only what the caches hold: no download, no clone, no index.
+    pub offline: bool,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any
@@ -339,15 +341,8 @@ fn prepare(
 ) -> Result<Prepared, BuildFailure> {
     let r = recipe_of(step, cx)?;
     // The source of the version the plan chose (a recipe can describe several).
-    let entry = step
-        .version
-        .as_deref()
-        .and_then(|v| v.parse::<pep440_rs::Version>().ok())
-        .and_then(|v| r.version_entry(&v).cloned());
-    let source = entry
-        .as_ref()
-        .and_then(|e| e.source.as_ref())
-        .or(r.source.as_ref())
+    let source = r
+        .source_of(step.version.as_deref())
         .ok_or_else(|| fail(step, Phase::Fetch, "the recipe has no source"))?;
     let log = |phase: Phase| log_of(cx, step, phase);
     let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
@@ -364,11 +359,18 @@ fn prepare(
         });
     }
     reporter.phase(step, Phase::Fetch, &describe(source));
-    let fetched =
-        source::fetch(source, r.dir.as_deref(), &work, &cx.cache, &log(Phase::Fetch)).map_err(|e| match e {
-            source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
-            other => fail(step, Phase::Fetch, other.to_string()),
-        })?;
+    let fetched = source::fetch(
+        source,
+        r.dir.as_deref(),
+        &work,
+        &cx.cache,
+        cx.offline,
+        &log(Phase::Fetch),
+    )
+    .map_err(|e| match e {
+        source::SourceError::Command(c) => cmd_fail(step, Phase::Fetch, c),
+        other => fail(step, Phase::Fetch, other.to_string()),
+    })?;
     let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
     let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::lookup(&cx.cache, key));
     let (wheel, from_cache, note) = match cached {

@@ -1,8 +1,11 @@
 //! Getting a component's source tree: a checked sdist (downloaded once into the source cache),
-//! a git checkout at a rev, a copy of a local directory, each unpacked into a fresh build
-//! directory so that a build never writes into the user's files.
+//! a git checkout at a rev (from a mirror of the repository kept in the cache and brought up to
+//! date before each use), a copy of a local directory, each unpacked into a fresh build
+//! directory so that a build never writes into the user's files. Offline, only what the cache
+//! holds is used, and a source it does not hold is an error that says so.
 //!
 //! It deliberately ignores building; `git` and `tar` are run as programs, not re-implemented.
+//! Submodules are fetched from their own URLs (not mirrored).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -36,6 +39,8 @@ pub enum SourceError {
     Command(#[from] CommandFailed),
     #[error("{0}")]
     Layout(String),
+    #[error("offline: {0}")]
+    Offline(String),
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
@@ -50,6 +55,7 @@ pub fn fetch(
     recipe_dir: Option<&Path>,
     work: &Path,
     cache: &Path,
+    offline: bool,
     log: &Path,
 ) -> Result<Fetched, SourceError> {
     std::fs::create_dir_all(work).map_err(io(format!("cannot create {}", work.display())))?;
@@ -73,7 +79,7 @@ pub fn fetch(
             })
         }
         Source::Sdist { url, sha256 } => {
-            let archive = cached_download(url, sha256, cache)?;
+            let archive = cached_download(url, sha256, cache, offline)?;
             let unpack = work.join("src");
             std::fs::create_dir_all(&unpack).map_err(io("cannot create the unpack directory"))?;
             Cmd::new("tar")
@@ -103,8 +109,14 @@ pub fn fetch(
             submodules,
         } => {
             let dir = work.join("src");
+            let mirror = git_mirror(url, cache, offline, log)?;
             Cmd::new("git")
-                .args(["clone", "--quiet", url.as_str(), &dir.display().to_string()])
+                .args([
+                    "clone",
+                    "--quiet",
+                    &mirror.display().to_string(),
+                    &dir.display().to_string(),
+                ])
                 .run_logged(log)?;
             Cmd::new("git")
                 .args(["-c", "advice.detachedHead=false", "checkout", "--quiet", rev.as_str()])
@@ -141,8 +153,73 @@ pub fn fetch(
     }
 }
 
+/// Where the mirror of the git repository at `url` is kept.
+pub fn mirror_dir(url: &str, cache: &Path) -> PathBuf {
+    let mut h = Sha256::new();
+    h.update(url.as_bytes());
+    cache.join("git").join(&hex::encode(h.finalize())[..24])
+}
+
+/// The cache's mirror of `url`: cloned the first time, fetched (tags that moved included) each
+/// time after, left as it is offline.
+fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<PathBuf, SourceError> {
+    let dir = mirror_dir(url, cache);
+    if dir.join("HEAD").is_file() {
+        if !offline {
+            Cmd::new("git")
+                .args(["fetch", "--quiet", "--prune", "--force", "origin"])
+                .cwd(&dir)
+                .run_logged(log)?;
+        }
+        return Ok(dir);
+    }
+    if offline {
+        return Err(SourceError::Offline(format!(
+            "{url} is not in the source cache ({}); run once with the network first",
+            dir.display()
+        )));
+    }
+    let parent = dir.parent().unwrap_or(cache);
+    std::fs::create_dir_all(parent).map_err(io(format!("cannot create {}", parent.display())))?;
+    let partial = dir.with_extension("part");
+    let _ = std::fs::remove_dir_all(&partial);
+    Cmd::new("git")
+        .args(["clone", "--quiet", "--mirror", url, &partial.display().to_string()])
+        .run_logged(log)?;
+    std::fs::rename(&partial, &dir).map_err(io("cannot move the mirror into the cache"))?;
+    Ok(dir)
+}
+
+/// Whether the source is in the cache, so that an offline build can use it. Paths and wheels
+/// are not cached sources; wheels come from the installer's own cache offline.
+pub fn cached(source: &Source, cache: &Path) -> Result<(), String> {
+    match source {
+        Source::Sdist { url, sha256 } => {
+            let have = std::fs::read_dir(cache.join("sources").join(sha256))
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .any(|e| !e.path().to_string_lossy().ends_with(".part"))
+                })
+                .unwrap_or(false);
+            if have {
+                Ok(())
+            } else {
+                Err(format!("the sdist {url} is not in the source cache"))
+            }
+        }
+        Source::Git { url, .. } => {
+            if mirror_dir(url, cache).join("HEAD").is_file() {
+                Ok(())
+            } else {
+                Err(format!("the git repository {url} is not in the source cache"))
+            }
+        }
+        Source::Path { .. } | Source::Wheel { .. } => Ok(()),
+    }
+}
+
 /// Returns the cached archive for `url`, downloading and checking it first if needed.
-fn cached_download(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, SourceError> {
+fn cached_download(url: &str, sha256: &str, cache: &Path, offline: bool) -> Result<PathBuf, SourceError> {
     let file_name = url
         .rsplit('/')
         .next()
@@ -152,6 +229,12 @@ fn cached_download(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, Sou
     let dest = dir.join(file_name);
     if dest.is_file() && sha256_file(&dest)? == sha256 {
         return Ok(dest);
+    }
+    if offline {
+        return Err(SourceError::Offline(format!(
+            "the sdist {url} is not in the source cache ({}); run once with the network first",
+            dir.display()
+        )));
     }
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let partial = dir.join(format!("{file_name}.part"));

@@ -69,10 +69,11 @@ fn carry_out(g: &Global, s: &Session, plan: &Plan, dry_run: bool) -> (CmdResult,
         python: s.python.clone(),
         cache: cache.clone(),
         logs: logs.clone(),
-        installer: Installer::detect(),
+        installer: Installer::detect().offline(g.offline),
         jobs: g.jobs,
         import_timeout: std::time::Duration::from_secs(g.import_timeout.max(1)),
         facts: &s.facts,
+        offline: g.offline,
     };
     let reporter = report::progress::Progress::new(g.no_progress || g.json, g.quiet);
     let result = build::execute(plan, &cx, &reporter);

@@ -348,7 +348,7 @@ impl Session {
         scope: &[(String, Vec<String>)],
         assessments: &[Assessment],
     ) -> Plan {
-        resolve::plan::make(
+        let mut plan = resolve::plan::make(
             &self.set,
             &self.machine,
             scope,
@@ -359,7 +359,24 @@ impl Session {
                 jobs: g.jobs,
                 python: self.python.display().to_string(),
             },
-        )
+        );
+        if g.offline {
+            // Say no now, not after the steps before it have run: a source the cache lacks
+            // cannot be had offline.
+            let cache = Session::cache_dir(g);
+            for step in plan.steps.iter_mut().filter(|s| s.action.changes()) {
+                let missing = self
+                    .set
+                    .get(&step.name)
+                    .and_then(|r| r.source_of(step.version.as_deref()))
+                    .and_then(|src| crate::build::source::cached(src, &cache).err());
+                if let Some(why) = missing {
+                    step.action = resolve::Action::Blocked;
+                    step.reason = format!("{}; offline: {why}", step.reason);
+                }
+            }
+        }
+        plan
     }
 
     /// The cache directory: `--cache-dir`/`KILN_CACHE_DIR`, `$XDG_CACHE_HOME/kiln`, `~/.cache/kiln`.

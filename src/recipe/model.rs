@@ -241,6 +241,15 @@ impl Recipe {
         self.versions.iter().find(|e| &e.version == v)
     }
 
+    /// The source of `version` (its own, else the recipe's); the recipe's for `None`.
+    pub fn source_of(&self, version: Option<&str>) -> Option<&Source> {
+        version
+            .and_then(|v| v.parse::<Version>().ok())
+            .and_then(|v| self.version_entry(&v))
+            .and_then(|e| e.source.as_ref())
+            .or(self.source.as_ref())
+    }
+
     /// The dependencies of version `v` (the recipe's `[depends]`, with that version's own pins
     /// replacing entries of the same name) with the given features switched on.
     pub fn depends_of<'a>(&'a self, v: Option<&Version>, features: &'a [String]) -> Vec<&'a Dependency> {

@@ -203,6 +203,7 @@ pub fn kiln_bare() -> Command {
         "KILN_DRIVER_VERSION",
         "KILN_CUDA_VERSION",
         "KILN_CPUS",
+        "KILN_OFFLINE",
         "KILN_CACHE_DIR",
         "CUDA_HOME",
     ] {

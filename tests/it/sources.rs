@@ -28,19 +28,22 @@ fn git_source_at_a_tag_records_the_commit() {
     );
 }
 
-#[test]
-fn sdist_source_is_checked_against_its_sha256() {
-    let w = World::new();
-    let tarball = w.dir.path().join("kiln-fixture-pure-1.0.0.tar.gz");
-    sh(
-        &w.packages,
-        &["tar", "-czf", tarball.to_str().unwrap(), "kiln-fixture-pure"],
-    );
+/// An sdist of a fixture package (`<package>-1.0.0.tar.gz` beside the fixtures), and its sha256.
+fn sdist(w: &World, package: &str) -> (std::path::PathBuf, String) {
+    let tarball = w.dir.path().join(format!("{package}-1.0.0.tar.gz"));
+    sh(&w.packages, &["tar", "-czf", tarball.to_str().unwrap(), package]);
     let sha = sh(w.dir.path(), &["sha256sum", tarball.to_str().unwrap()])
         .split_whitespace()
         .next()
         .unwrap()
         .to_string();
+    (tarball, sha)
+}
+
+#[test]
+fn sdist_source_is_checked_against_its_sha256() {
+    let w = World::new();
+    let (tarball, sha) = sdist(&w, "kiln-fixture-pure");
 
     let wrong = "0".repeat(64);
     w.use_source(
@@ -112,4 +115,62 @@ fn installs_with_uv_when_uv_is_on_path() {
         .py("import importlib.metadata as m; print(m.distribution('kiln-fixture-app').read_text('INSTALLER').strip())")
         .unwrap();
     assert_eq!(installer, "uv");
+}
+
+#[test]
+fn offline_builds_from_the_caches_and_refuses_early_what_they_lack() {
+    let w = World::new();
+    let (repo, commit) = w.git_pure();
+    // An sdist for fixture-cext that was never downloaded.
+    let (tarball, sha) = sdist(&w, "kiln-fixture-cext");
+    w.use_source(
+        "fixture-cext",
+        &format!("sdist = \"{}\"\nsha256 = \"{sha}\"", tarball.display()),
+    );
+    // Offline with an empty cache: blocked at plan time, with the reason; nothing changes.
+    let out = w
+        .kiln()
+        .args(["install", "--offline", "fixture-cext"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        all.contains(&format!(
+            "offline: the sdist {} is not in the source cache",
+            tarball.display()
+        )),
+        "{all}"
+    );
+    assert!(w.py("import kiln_fixture_cext").is_err());
+
+    // Online once: the git repository is mirrored and the sdist kept.
+    let out = w
+        .kiln()
+        .args(["install", "fixture-pure", "fixture-cext"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // The origin is gone: online, the fetch fails; offline, the mirror serves the same commit.
+    std::fs::rename(&repo, w.dir.path().join("moved-away")).unwrap();
+    let fresh = crate::common::venv(&w.dir.path().join("fresh"));
+    let online = w.kiln_for(&fresh).args(["install", "fixture-pure"]).output().unwrap();
+    assert_eq!(online.status.code(), Some(1), "{}", text(&online.stderr));
+    let out = w
+        .kiln_for(&fresh)
+        .env("KILN_OFFLINE", "1")
+        .args(["install", "--json", "fixture-pure", "fixture-cext"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let sources: Vec<&str> = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["source"].as_str())
+        .collect();
+    assert!(sources.contains(&format!("git:{commit}").as_str()), "{v}");
+    assert!(sources.contains(&format!("sha256:{sha}").as_str()), "{v}");
 }
