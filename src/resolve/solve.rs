@@ -729,16 +729,38 @@ fn ways_out(set: &RecipeSet, py: &PythonFacts, req: &Request, c: &Compiled, tree
             ));
         }
     }
-    // Drop a user pin.
-    for name in involved.iter().filter(|n| req.pins.contains_key(*n)) {
+    // Drop a user pin; when no single one helps, all of those involved.
+    let pinned: Vec<&String> = involved.iter().filter(|n| req.pins.contains_key(*n)).collect();
+    let mut dropped_one = false;
+    for name in &pinned {
         let mut relaxed = req.clone();
-        let (text, _) = relaxed.pins.remove(name).expect("checked above");
+        let (text, _) = relaxed.pins.remove(*name).expect("checked above");
         if solve_plain(set, py, &relaxed).is_ok() {
             out.push(format!("drop the pin `{text}` and let kiln choose {name}"));
+            dropped_one = true;
         }
     }
-    // Build a consumer from source against what is installed, where its recipe can.
-    for name in involved.iter().filter(|n| {
+    if !dropped_one && pinned.len() > 1 {
+        let mut relaxed = req.clone();
+        let texts: Vec<String> = pinned
+            .iter()
+            .filter_map(|n| relaxed.pins.remove(*n).map(|(t, _)| format!("`{t}`")))
+            .collect();
+        if let Ok(sol) = solve(set, py, &relaxed) {
+            let chosen: Vec<String> = pinned
+                .iter()
+                .filter_map(|n| sol.chosen.get(*n).map(|v| format!("{n} {v}")))
+                .collect();
+            out.push(format!(
+                "drop the pins {} together: kiln then chooses {}",
+                texts.join(" and "),
+                chosen.join(", ")
+            ));
+        }
+    }
+    // Build a consumer from source against what is installed, where its recipe can (only
+    // worth saying when torch is part of the conflict).
+    for name in involved.iter().filter(|_| involved.contains("torch")).filter(|n| {
         set.get(n).is_some_and(|r| {
             r.build
                 .prepare

@@ -31,92 +31,97 @@ fn real(w: &World) -> assert_cmd::Command {
     c
 }
 
-#[test]
-fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_adopted_torch() {
-    let w = World::new();
-    // Nothing installed: the newest of everything, one torch.
-    let v = stdout_json(
-        &real(&w)
-            .args(["plan", "--json", "--arch", "12.0", "vllm", "sglang"])
-            .output()
-            .unwrap(),
-    );
-    let want = [
-        ("flashinfer", "0.7.4"),
-        ("sglang", "0.5.23"),
-        ("sglang-kernel", "0.4.10"),
-        ("torch", "2.14.1"),
-        ("vllm", "0.33.0"),
-    ];
+fn assert_versions(v: &serde_json::Value, want: &[(&str, &str)]) {
+    let got = versions(v);
     for (name, version) in want {
-        assert!(
-            versions(&v).contains(&(name.to_string(), version.to_string())),
-            "{name} {version}: {:?}",
-            versions(&v)
-        );
-    }
-
-    // torch 2.11.0 installed: adopted, so SGLang and vLLM fall back to the versions built for it.
-    stand_in(&w.python, w.dir.path(), "torch", "2.11.0+cu130", "torch", &[]);
-    let out = real(&w)
-        .args(["plan", "--json", "--arch", "12.0", "vllm", "sglang"])
-        .output()
-        .unwrap();
-    let v = stdout_json(&out);
-    let got = versions(&v);
-    for (name, version) in [
-        ("flashinfer", "0.6.8.post1"),
-        ("sglang", "0.5.11"),
-        ("sglang-kernel", "0.4.2"),
-        ("torch", "2.11.0"),
-        ("vllm", "0.20.0"),
-    ] {
         assert!(
             got.contains(&(name.to_string(), version.to_string())),
             "{name} {version}: {got:?}"
         );
     }
+}
+
+#[test]
+fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_adopted_torch() {
+    let w = World::new();
+    let plan = |args: &[&str]| {
+        real(&w)
+            .args(["plan", "--json", "--arch", "12.0"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // Each alone: its newest version, with the flashinfer its source tree pins.
+    assert_versions(
+        &stdout_json(&plan(&["vllm"])),
+        &[("vllm", "0.33.0"), ("flashinfer", "0.7.2.post1"), ("torch", "2.14.1")],
+    );
+    assert_versions(
+        &stdout_json(&plan(&["sglang"])),
+        &[("sglang", "0.5.23"), ("flashinfer", "0.7.2"), ("torch", "2.14.1")],
+    );
+    // Together, nothing installed: vLLM 0.33.0 pins flashinfer 0.7.2.post1 and SGLang 0.5.23
+    // pins 0.7.2 (pip enforces both), so the newest pair cannot share an environment. The solver
+    // finds the newest pair that can, one torch, and says why each is not newer.
+    let v = stdout_json(&plan(&["vllm", "sglang"]));
+    assert_versions(
+        &v,
+        &[
+            ("flashinfer", "0.6.8.post1"),
+            ("sglang", "0.5.11"),
+            ("sglang-kernel", "0.4.2"),
+            ("torch", "2.11.0"),
+            ("vllm", "0.20.0"),
+        ],
+    );
+    insta::assert_snapshot!(
+        "older_vllm_because_of_flashinfer_pins",
+        w.redact(step(&v, "vllm")["reason"].as_str().unwrap())
+    );
+    // Both newest, asked for by name: no solution, and the reasons say which pins collide.
+    let out = real(&w)
+        .args(["plan", "--arch", "12.0", "vllm==0.33.0", "sglang==0.5.23"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("newest_vllm_and_sglang_pin_two_flashinfers", text(&out.stderr));
+
+    // torch 2.11.0 installed: adopted, so SGLang and vLLM take the versions built for it.
+    stand_in(&w.python, w.dir.path(), "torch", "2.11.0+cu130", "torch", &[]);
+    let out = plan(&["vllm", "sglang"]);
+    let v = stdout_json(&out);
+    assert_versions(
+        &v,
+        &[
+            ("flashinfer", "0.6.8.post1"),
+            ("sglang", "0.5.11"),
+            ("sglang-kernel", "0.4.2"),
+            ("torch", "2.11.0"),
+            ("vllm", "0.20.0"),
+        ],
+    );
     assert_eq!(step(&v, "torch")["action"], "keep");
     let sglang = step(&v, "sglang");
     assert_eq!(sglang["version"], "0.5.11");
     insta::assert_snapshot!("older_sglang_because", w.redact(sglang["reason"].as_str().unwrap()));
-    let vllm = step(&v, "vllm")["reason"].as_str().unwrap().to_string();
-    assert!(
-        vllm.contains("0.20.0, not 0.33.0: vllm 0.33.0 needs torch >=2.14,<2.15"),
-        "{vllm}"
-    );
 
     // Asking for the newest SGLang explicitly cannot work with that torch: say why, offer ways out.
     let out = real(&w)
-        .args(["plan", "--arch", "12.0", "vllm", "sglang==0.5.23"])
+        .args(["plan", "--arch", "12.0", "sglang==0.5.23"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     insta::assert_snapshot!("sglang_0_5_23_with_adopted_torch", text(&out.stderr));
 
     // Allowing the replacement gives one consistent plan with torch 2.14.1.
-    let v = stdout_json(
-        &real(&w)
-            .args([
-                "plan",
-                "--json",
-                "--arch",
-                "12.0",
-                "--allow-replace",
-                "torch",
-                "vllm",
-                "sglang==0.5.23",
-            ])
-            .output()
-            .unwrap(),
-    );
+    let v = stdout_json(&plan(&["--allow-replace", "torch", "sglang==0.5.23"]));
     let t = step(&v, "torch");
     assert_eq!(
         (t["action"].as_str(), t["version"].as_str()),
         (Some("reinstall"), Some("2.14.1"))
     );
     assert_eq!(t["reason"], "replace 2.11.0+cu130 with 2.14.1");
-    assert_eq!(step(&v, "vllm")["version"], "0.33.0");
+    assert_eq!(step(&v, "sglang")["version"], "0.5.23");
 }
 
 #[test]

@@ -50,7 +50,7 @@ fn sglang_plan_for_sm120_is_in_dependency_order_with_reasons() {
     assert_eq!(fi["env"]["BUILD_NVEP"], "0");
     assert_eq!(
         w.redact(fi["reason"].as_str().unwrap()),
-        "missing: flashinfer-python is not installed in [TMP]/venv"
+        "missing: flashinfer-python is not installed in [TMP]/venv; 0.7.2, not 0.7.4: sglang 0.5.11 needs flashinfer ==0.6.8.post1; sglang 0.5.23 needs flashinfer ==0.7.2; you asked for sglang"
     );
     // CUDA 12.8 spells the same arch 12.0a for flashinfer.
     assert_eq!(
