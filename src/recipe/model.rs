@@ -210,6 +210,10 @@ pub struct Recipe {
     /// Runtime backends this component offers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backends: Vec<Backend>,
+    /// The names of every component it may depend on (all features and versions), sorted:
+    /// filled when the set is loaded, so that graph walks need not sort them each time.
+    #[serde(skip)]
+    pub depends_sorted: Vec<String>,
     /// The file it came from, as shown to users.
     pub file: String,
     /// The directory relative paths resolve against (`None` for embedded recipes).

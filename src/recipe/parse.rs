@@ -668,6 +668,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         features,
         versions,
         backends,
+        depends_sorted: Vec::new(),
         file: file.to_string(),
         dir,
     })

@@ -256,6 +256,12 @@ impl RecipeSet {
         if !diags.is_empty() {
             return Err(LoadError::Invalid(Diagnostics(diags)));
         }
+        for r in recipes.values_mut() {
+            let mut names: Vec<String> = r.depends_all().map(|d| d.name.clone()).collect();
+            names.sort_unstable();
+            names.dedup();
+            r.depends_sorted = names;
+        }
         Ok(RecipeSet { recipes, origin })
     }
 
@@ -326,13 +332,7 @@ impl RecipeSet {
                 return;
             }
             let (r, feats) = &features[n];
-            let mut deps: Vec<&str> = r
-                .depends_all()
-                .map(|d| d.name.as_str())
-                .filter(|d| features.contains_key(d))
-                .collect();
-            deps.sort_unstable();
-            for d in deps {
+            for d in r.depends_sorted.iter().filter(|d| features.contains_key(d.as_str())) {
                 visit(d, features, done, out);
             }
             out.push((r, feats.iter().copied().collect()));

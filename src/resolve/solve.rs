@@ -164,9 +164,9 @@ struct Edge {
 /// package only an installed distribution's metadata names comes last), so that dependency
 /// lists sorted by number are sorted by name and explanations do not depend on the order
 /// recipes were read in.
-struct World {
-    names: Vec<String>,
-    ids: FxHashMap<String, Id>,
+struct World<'a> {
+    names: Vec<&'a str>,
+    ids: FxHashMap<&'a str, Id>,
     /// Candidate versions per package, in order of preference, with their origin.
     candidates: Vec<Vec<(Version, Origin)>>,
     /// The distinct dependency lists: the versions of one recipe usually share theirs.
@@ -185,7 +185,7 @@ struct World {
     order: Vec<usize>,
 }
 
-impl World {
+impl World<'_> {
     fn id(&self, name: &str) -> Option<Id> {
         self.ids.get(name).copied()
     }
@@ -213,12 +213,12 @@ fn available(n: usize) -> u64 {
 /// The world compiled for PubGrub: versions are candidate indexes, version sets are bitmasks,
 /// each dependency list merged per package and sorted (parallel to [`World::lists`]).
 struct Compiled<'w> {
-    world: &'w World,
+    world: &'w World<'w>,
     deps: Vec<Vec<(Id, Cands)>>,
 }
 
 impl<'w> Compiled<'w> {
-    fn new(world: &'w World) -> Compiled<'w> {
+    fn new(world: &'w World<'w>) -> Compiled<'w> {
         // Many edges share a specifier (`>=2.11`, `==2.14.1`): each (package, text) once.
         let mut masks: FxHashMap<(Id, u32), Cands> = FxHashMap::default();
         let mut mask = |e: &Edge| {
@@ -257,7 +257,7 @@ impl<'w> Compiled<'w> {
     }
 
     fn name(&self, p: Id) -> &str {
-        &self.world.names[p as usize]
+        self.world.names[p as usize]
     }
 
     /// The candidate versions in a set, as text.
@@ -324,7 +324,7 @@ impl Specs {
 }
 
 /// Everything the solver is told, for the explanation renderer and the tests.
-fn build_world<'a>(set: &'a RecipeSet, py: &'a PythonFacts, req: &'a Request) -> World {
+fn build_world<'a>(set: &'a RecipeSet, py: &'a PythonFacts, req: &'a Request) -> World<'a> {
     let mut root_reasons = BTreeMap::new();
     let mut adopted = BTreeMap::new();
     let mut specs = Specs::default();
@@ -509,8 +509,8 @@ fn build_world<'a>(set: &'a RecipeSet, py: &'a PythonFacts, req: &'a Request) ->
     list_of.resize_with(names.len(), Vec::new);
     order.resize(names.len(), 0);
     World {
-        ids: ids.iter().map(|(n, i)| (n.to_string(), *i)).collect(),
-        names: names.into_iter().map(str::to_string).collect(),
+        ids,
+        names,
         candidates,
         lists,
         list_of,
@@ -599,7 +599,7 @@ fn solve_plain(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<(), V
 type Tree = DerivationTree<Id, Cands, String>;
 
 /// Why no candidate of `p` is acceptable: it is adopted, or none of the known versions fits.
-fn why_none(world: &World, p: &str, wanted: &str) -> String {
+fn why_none(world: &World<'_>, p: &str, wanted: &str) -> String {
     match world.adopted.get(p) {
         Some(v) => format!("{p} {v} is installed and adopted; kiln does not replace it (--allow-replace {p})"),
         None => {
