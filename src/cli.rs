@@ -101,6 +101,11 @@ pub enum Command {
     /// imports ran, its binaries hold an image for the target), else nothing is written and the
     /// reasons are printed. `kiln install --locked` reproduces the lock on another node.
     Lock(LockArgs),
+    /// Pack kiln.lock with the cached sources (sdists, git mirrors) and verified wheels it names,
+    /// for a node without network: `kiln install --bundle FILE` there
+    ///
+    /// Local `path` sources and packages from an index are not bundled (the output says which).
+    Bundle(BundleArgs),
     /// List the recipes, or show one
     Recipes(RecipesArgs),
     /// List the SASS and PTX targets inside CUDA binaries (ELF objects, shared libraries, .fatbin)
@@ -141,6 +146,20 @@ pub struct InstallArgs {
     /// The lockfile --locked reads
     #[arg(long, value_name = "FILE", default_value = crate::lock::DEFAULT_FILE, requires = "locked")]
     pub lock: PathBuf,
+    /// Reproduce the lock inside a bundle (`kiln bundle`), offline: its sources and wheels go
+    /// into the cache first
+    #[arg(long, value_name = "FILE", conflicts_with = "locked")]
+    pub bundle: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The lockfile to bundle
+    #[arg(long, value_name = "FILE", default_value = crate::lock::DEFAULT_FILE)]
+    pub lock: PathBuf,
+    /// Where to write the bundle
+    #[arg(long, short = 'o', value_name = "FILE", default_value = "kiln-bundle.tar")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -22,13 +22,15 @@
 //!   [`resolve::Plan`] in dependency order, each step with its reason and build environment.
 //! * [`build`] carries out the plan: source → wheel → install → verify, restoring the
 //!   environment when a step fails.
-//! * [`lock`] is `kiln.lock`: a proven environment written down, and what differs from it.
+//! * [`lock`] is `kiln.lock`: a proven environment written down, and what differs from it;
+//!   [`bundle`] packs a lock with the cached sources and wheels it needs, for air-gapped nodes.
 //! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling) and the run rules;
 //!   [`process`] is the one subprocess wrapper.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
 
 pub mod arch;
 pub mod build;
+pub mod bundle;
 pub mod cli;
 pub mod commands;
 pub mod fatbin;

@@ -120,13 +120,7 @@ fn carry_out(g: &Global, s: &Session, plan: &Plan, dry_run: bool) -> (CmdResult,
 /// the sources, its archs as the target; a component built from another source than the lock
 /// names is rebuilt; afterwards every locked field is compared with the environment.
 pub fn run_locked(g: &Global, targets: &[String], dry_run: bool, path: &Path) -> CmdResult {
-    let lock = lock::read(path).map_err(|e| match e {
-        LockError::Invalid(d) => {
-            report::diagnostic(&d, g.json);
-            Failure::Reported
-        }
-        other => Failure::User(other.to_string()),
-    })?;
+    let lock = read_lock(g, path)?;
     let pinned = locked_targets(&lock, targets, path)?;
     let mut g = g.clone();
     match &g.arch {
@@ -199,6 +193,28 @@ pub fn run_locked(g: &Global, targets: &[String], dry_run: bool, path: &Path) ->
         return Err(Failure::Reported);
     }
     result
+}
+
+/// Reads a lockfile; a malformed one is reported at its line and column.
+pub(super) fn read_lock(g: &Global, path: &Path) -> Result<Lock, Failure> {
+    lock::read(path).map_err(|e| match e {
+        LockError::Invalid(d) => {
+            report::diagnostic(&d, g.json);
+            Failure::Reported
+        }
+        other => Failure::User(other.to_string()),
+    })
+}
+
+/// `kiln install --bundle FILE`: unpack the bundle into the cache, then reproduce its lock
+/// offline.
+pub fn run_bundle(g: &Global, targets: &[String], dry_run: bool, bundle: &Path) -> CmdResult {
+    let cache = Session::cache_dir(g);
+    let log = cache.join("logs").join(build::run_stamp()).join("bundle.log");
+    let lock = crate::bundle::unpack(bundle, &cache, &log).map_err(Failure::User)?;
+    let mut g = g.clone();
+    g.offline = true;
+    run_locked(&g, targets, dry_run, &lock)
 }
 
 /// The targets of a locked install: the lock's components (or those named, which must be in

@@ -2,6 +2,7 @@
 //! `report`. Shared set-up (recipes, interpreter, machine, target archs) lives in [`Session`].
 
 mod arch_cmd;
+mod bundle;
 pub use arch_cmd::ArchFile;
 mod doctor;
 mod install;
@@ -42,6 +43,13 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Doctor(t) => doctor::run(&cli.global, &t.targets),
         Command::Plan(t) => plan::run(&cli.global, &t.targets),
         Command::Install(a) if a.locked => install::run_locked(&cli.global, &a.targets.targets, a.dry_run, &a.lock),
+        Command::Install(a) if a.bundle.is_some() => install::run_bundle(
+            &cli.global,
+            &a.targets.targets,
+            a.dry_run,
+            a.bundle.as_deref().unwrap_or(std::path::Path::new("")),
+        ),
+        Command::Bundle(a) => bundle::run(&cli.global, &a.lock, &a.output),
         Command::Install(a) => install::run(&cli.global, &a.targets.targets, a.dry_run),
         Command::Lock(a) => lock::run(&cli.global, &a.targets.targets, &a.output),
         Command::Verify(t) => verify::run(&cli.global, &t.targets),

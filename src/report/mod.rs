@@ -316,6 +316,23 @@ pub fn lock_written(path: &Path, lock: &crate::lock::Lock) {
     );
 }
 
+pub fn bundle_written(path: &Path, bytes: u64, c: &crate::bundle::Contents) {
+    for e in &c.entries {
+        println!("bundled {e}");
+    }
+    for l in &c.left_out {
+        println!("left out: {l}");
+    }
+    println!(
+        "wrote {}: the lock and {} cache entr{} ({:.1} MB); on the target: kiln install --bundle {}",
+        path.display(),
+        c.entries.len(),
+        if c.entries.len() == 1 { "y" } else { "ies" },
+        bytes as f64 / 1e6,
+        path.display()
+    );
+}
+
 /// The environment against the lock, after `install --locked`.
 pub fn lock_compared(path: &Path, locked: usize, differences: &[crate::lock::Difference]) {
     let failures: Vec<_> = differences.iter().filter(|d| !d.note_only).collect();

@@ -95,7 +95,7 @@ impl World {
 
     /// kiln on another recipe directory and the world's venv.
     pub fn kiln_with(&self, recipes: &Path) -> Command {
-        self.kiln_on(recipes, &self.python)
+        self.kiln_on(recipes, &self.python, &self.cache)
     }
 
     /// Turns fixture-pure into a git repository tagged `v1.0.0` and points its recipe at that
@@ -117,19 +117,49 @@ impl World {
 
     /// kiln on the fixture recipes and another interpreter.
     pub fn kiln_for(&self, python: &Path) -> Command {
-        self.kiln_on(&self.recipes, python)
+        self.kiln_on(&self.recipes, python, &self.cache)
     }
 
-    fn kiln_on(&self, recipes: &Path, python: &Path) -> Command {
+    /// kiln on the fixture recipes, another interpreter and another cache: another node.
+    pub fn kiln_elsewhere(&self, python: &Path, cache: &Path) -> Command {
+        self.kiln_on(&self.recipes, python, cache)
+    }
+
+    fn kiln_on(&self, recipes: &Path, python: &Path, cache: &Path) -> Command {
         let mut c = kiln_bare();
         c.arg("--recipes")
             .arg(recipes)
             .arg("--python")
             .arg(python)
             .arg("--cache-dir")
-            .arg(&self.cache)
+            .arg(cache)
             .arg("--no-progress");
         c
+    }
+
+    /// fixture-pure from a git repository and fixture-cext from an sdist, neither downloaded yet:
+    /// (repository, tagged commit, sdist, its sha256).
+    pub fn remote_sources(&self) -> (PathBuf, String, PathBuf, String) {
+        let (repo, commit) = self.git_pure();
+        let (tarball, sha) = self.sdist("kiln-fixture-cext");
+        self.use_source(
+            "fixture-cext",
+            &format!("sdist = \"{}\"\nsha256 = \"{sha}\"", tarball.display()),
+        );
+        (repo, commit, tarball, sha)
+    }
+
+    /// An sdist of a fixture package (`<package>-1.0.0.tar.gz` beside the fixtures), and its
+    /// sha256.
+    pub fn sdist(&self, package: &str) -> (PathBuf, String) {
+        let tarball = self.dir.path().join(format!("{package}-1.0.0.tar.gz"));
+        sh(&self.packages, &["tar", "-czf", tarball.to_str().unwrap(), package]);
+        let sha = sh(self.dir.path(), &["sha256sum", tarball.to_str().unwrap()])
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        (tarball, sha)
     }
 
     /// Runs Python code in the world's venv; returns stdout.

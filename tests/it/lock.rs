@@ -146,3 +146,66 @@ fn what_cannot_be_locked_or_reproduced_is_refused_with_the_reason() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
     }
 }
+
+#[test]
+fn a_bundle_reproduces_the_lock_on_a_node_that_cannot_reach_the_sources() {
+    let w = World::new();
+    let (repo, commit, tarball, sha) = w.remote_sources();
+    let out = w.kiln().args(["install"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lockfile = w.dir.path().join("kiln.lock");
+    let bundle = w.dir.path().join("stack.tar");
+    assert!(
+        w.kiln()
+            .args(["lock", "-o"])
+            .arg(&lockfile)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    let out = w
+        .kiln()
+        .args(["bundle", "--json", "--lock"])
+        .arg(&lockfile)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let entries: Vec<&str> = v["contents"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(entries.contains(&format!("sources/{sha}").as_str()), "{v}");
+    assert_eq!(entries.iter().filter(|e| e.starts_with("git/")).count(), 1, "{v}");
+    assert_eq!(entries.iter().filter(|e| e.starts_with("wheels/")).count(), 3, "{v}");
+    assert!(
+        v["contents"]["left_out"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("fixture-app: a local directory"),
+        "{v}"
+    );
+
+    // Another node: a fresh venv, an empty cache, and neither the git origin nor the sdist.
+    std::fs::rename(&repo, w.dir.path().join("gone")).unwrap();
+    std::fs::remove_file(&tarball).unwrap();
+    let node = venv(&w.dir.path().join("node"));
+    let out = w
+        .kiln_elsewhere(&node, &w.dir.path().join("node-cache"))
+        .args(["install", "--json", "--bundle"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["lock"]["reproduced"], true, "{v}");
+    let outcomes = v["outcomes"].as_array().unwrap();
+    assert!(outcomes.iter().all(|o| o["from_cache"] == true), "{v}");
+    assert!(outcomes.iter().any(|o| o["source"] == format!("git:{commit}")), "{v}");
+    assert_eq!(greet(&node), "hello, lock");
+}

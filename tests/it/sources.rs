@@ -3,7 +3,7 @@
 
 use std::process::Command as StdCommand;
 
-use crate::common::{World, git, sh, stdout_json, text};
+use crate::common::{World, git, stdout_json, text};
 
 #[test]
 fn git_source_at_a_tag_records_the_commit() {
@@ -28,22 +28,10 @@ fn git_source_at_a_tag_records_the_commit() {
     );
 }
 
-/// An sdist of a fixture package (`<package>-1.0.0.tar.gz` beside the fixtures), and its sha256.
-fn sdist(w: &World, package: &str) -> (std::path::PathBuf, String) {
-    let tarball = w.dir.path().join(format!("{package}-1.0.0.tar.gz"));
-    sh(&w.packages, &["tar", "-czf", tarball.to_str().unwrap(), package]);
-    let sha = sh(w.dir.path(), &["sha256sum", tarball.to_str().unwrap()])
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
-    (tarball, sha)
-}
-
 #[test]
 fn sdist_source_is_checked_against_its_sha256() {
     let w = World::new();
-    let (tarball, sha) = sdist(&w, "kiln-fixture-pure");
+    let (tarball, sha) = w.sdist("kiln-fixture-pure");
 
     let wrong = "0".repeat(64);
     w.use_source(
@@ -120,13 +108,8 @@ fn installs_with_uv_when_uv_is_on_path() {
 #[test]
 fn offline_builds_from_the_caches_and_refuses_early_what_they_lack() {
     let w = World::new();
-    let (repo, commit) = w.git_pure();
-    // An sdist for fixture-cext that was never downloaded.
-    let (tarball, sha) = sdist(&w, "kiln-fixture-cext");
-    w.use_source(
-        "fixture-cext",
-        &format!("sdist = \"{}\"\nsha256 = \"{sha}\"", tarball.display()),
-    );
+    // fixture-cext's sdist was never downloaded.
+    let (repo, commit, tarball, sha) = w.remote_sources();
     // Offline with an empty cache: blocked at plan time, with the reason; nothing changes.
     let out = w
         .kiln()
