@@ -10,6 +10,7 @@
 //!
 //! Progress goes through the [`Reporter`] trait; this module never prints.
 
+pub mod events;
 pub mod install;
 pub mod schedule;
 pub mod source;

@@ -75,9 +75,16 @@ fn carry_out(g: &Global, s: &Session, plan: &Plan, dry_run: bool) -> (CmdResult,
         facts: &s.facts,
         offline: g.offline,
     };
-    let reporter = report::progress::Progress::new(g.no_progress || g.json, g.quiet);
-    let result = build::execute(plan, &cx, &reporter);
-    drop(reporter);
+    let progress = report::progress::Progress::new(g.no_progress || g.json, g.quiet);
+    // The event log beside the step logs, and the timings report drawn from it.
+    let events_path = logs.join("events.jsonl");
+    let result = match build::events::EventLog::create(&events_path) {
+        Ok(events) => build::execute(plan, &cx, &build::events::Tee(&progress, &events)),
+        Err(_) => build::execute(plan, &cx, &progress),
+    };
+    drop(progress);
+    let timings = logs.join("timings.html");
+    let _ = std::fs::write(&timings, report::timings::html(&build::events::read(&events_path)));
     let outcomes = result.outcomes;
     match result.failure {
         None => {
@@ -86,7 +93,7 @@ fn carry_out(g: &Global, s: &Session, plan: &Plan, dry_run: bool) -> (CmdResult,
             }
             (
                 Ok(ExitCode::SUCCESS),
-                serde_json::json!({ "result": "ok", "logs": logs, "outcomes": outcomes }),
+                serde_json::json!({ "result": "ok", "logs": logs, "timings": timings, "outcomes": outcomes }),
             )
         }
         Some(failure) => {
@@ -107,6 +114,7 @@ fn carry_out(g: &Global, s: &Session, plan: &Plan, dry_run: bool) -> (CmdResult,
             let json = serde_json::json!({
                 "result": "failed",
                 "logs": logs,
+                "timings": timings,
                 "outcomes": outcomes,
                 "failure": describe(&failure),
                 "more_failures": result.more_failures.iter().map(describe).collect::<Vec<_>>(),

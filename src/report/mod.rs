@@ -4,6 +4,7 @@
 //! on it. Core types are printed here and only here.
 
 pub mod progress;
+pub mod timings;
 
 use std::path::Path;
 
@@ -290,7 +291,7 @@ pub fn install_done(outcomes: &[Outcome], logs: &Path) {
         }
     }
     println!(
-        "installed and verified {} component{}; kept {}; logs in {}",
+        "installed and verified {} component{}; kept {}; logs in {} (timings.html: where the time went)",
         changed.len(),
         if changed.len() == 1 { "" } else { "s" },
         outcomes.len() - changed.len(),

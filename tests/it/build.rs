@@ -364,6 +364,20 @@ fn independent_builds_run_side_by_side_while_cpus_last() {
     let v = stdout_json(&out);
     let (a, b) = (ran(&v, "fixture-slow-a"), ran(&v, "fixture-slow-b"));
     assert!(a.0 < b.1 && b.0 < a.1, "no overlap: a {a:?}, b {b:?}");
+    // The event log saw both, and the timings report draws a lane for each.
+    let events =
+        std::fs::read_to_string(std::path::Path::new(v["logs"].as_str().unwrap()).join("events.jsonl")).unwrap();
+    for name in ["fixture-slow-a", "fixture-slow-b"] {
+        assert!(
+            events
+                .lines()
+                .any(|l| l.contains(&format!("\"step\":\"{name}\"")) && l.contains("\"result\":\"done\"")),
+            "{events}"
+        );
+    }
+    let timings = std::fs::read_to_string(v["timings"].as_str().unwrap()).unwrap();
+    assert!(timings.contains("kiln install: 2 steps"), "{timings}");
+    assert_eq!(timings.matches("class=\"seg wheel\"").count(), 2, "{timings}");
     w.py("import kiln_fixture_slow_a, kiln_fixture_slow_b").unwrap();
 
     // One CPU: one after the other.

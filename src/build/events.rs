@@ -1,0 +1,113 @@
+//! The run's event log: one JSON object a line (`events.jsonl`, beside the step logs) for every
+//! step started, phase entered and step finished, with the seconds since the run began. It is
+//! the record the timings report is drawn from, and what a person reads to see which builds
+//! overlapped and where the time went.
+//!
+//! It deliberately records only what the [`Reporter`] hears (no resource samples), and a write
+//! that fails is dropped: the log must never fail a build.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Outcome, Phase, Reporter};
+use crate::resolve::Step;
+
+/// One line of the event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds since the run began.
+    pub t: f64,
+    pub step: String,
+    /// `started`, `phase` or `finished`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// For `finished`: `done`, `kept` or `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+}
+
+/// Writes events as they happen.
+pub struct EventLog {
+    file: Mutex<File>,
+    start: Instant,
+}
+
+impl EventLog {
+    pub fn create(path: &Path) -> std::io::Result<EventLog> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(EventLog {
+            file: Mutex::new(File::create(path)?),
+            start: Instant::now(),
+        })
+    }
+
+    fn write(&self, step: &Step, kind: &str, phase: Option<Phase>, detail: Option<&str>, result: Option<&str>) {
+        if !step.action.changes() {
+            return;
+        }
+        let e = Event {
+            t: self.start.elapsed().as_secs_f64(),
+            step: step.name.clone(),
+            kind: kind.to_string(),
+            phase: phase.map(|p| p.as_str().to_string()),
+            detail: detail.map(str::to_string),
+            result: result.map(str::to_string),
+        };
+        if let (Ok(line), Ok(mut f)) = (serde_json::to_string(&e), self.file.lock()) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+impl Reporter for EventLog {
+    fn step_started(&self, step: &Step) {
+        self.write(step, "started", None, None, None);
+    }
+
+    fn phase(&self, step: &Step, phase: Phase, detail: &str) {
+        self.write(step, "phase", Some(phase), Some(detail), None);
+    }
+
+    fn step_finished(&self, step: &Step, outcome: &Outcome) {
+        self.write(step, "finished", None, None, Some(outcome.result));
+    }
+}
+
+/// Reads an event log; lines that do not parse are skipped.
+pub fn read(path: &Path) -> Vec<Event> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Two reporters hearing the same run (the terminal and the event log).
+pub struct Tee<'a>(pub &'a (dyn Reporter + Sync), pub &'a (dyn Reporter + Sync));
+
+impl Reporter for Tee<'_> {
+    fn step_started(&self, step: &Step) {
+        self.0.step_started(step);
+        self.1.step_started(step);
+    }
+
+    fn phase(&self, step: &Step, phase: Phase, detail: &str) {
+        self.0.phase(step, phase, detail);
+        self.1.phase(step, phase, detail);
+    }
+
+    fn step_finished(&self, step: &Step, outcome: &Outcome) {
+        self.0.step_finished(step, outcome);
+        self.1.step_finished(step, outcome);
+    }
+}
