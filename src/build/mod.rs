@@ -453,18 +453,29 @@ fn commit(
     let _ = std::fs::remove_dir_all(work.join("backup"));
     // Only a verified wheel is kept. A cache that cannot be written costs a later rebuild, not
     // this install: say so in the wheel log.
-    if let (false, Some((key, inputs)), Some(w)) = (p.from_cache, &p.cache_entry, &p.wheel)
-        && let Err(e) = wheels::store(&cx.cache, key, inputs, w)
-    {
-        let note = format!("\n# not kept in the wheel cache: {e}\n");
-        let _ = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(log(Phase::Wheel))
-            .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
+    let mut wheel = p.wheel.clone();
+    if let (false, Some((key, inputs)), Some(w)) = (p.from_cache, &p.cache_entry, &p.wheel) {
+        match wheels::store(&cx.cache, key, inputs, w) {
+            Ok(kept) => wheel = Some(kept),
+            Err(e) => {
+                let note = format!("\n# not kept in the wheel cache: {e}\n");
+                let _ = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(log(Phase::Wheel))
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
+            }
+        }
+    }
+    // The build tree (sources, objects, the build-requirements overlay) is most of the disk a
+    // build takes: gone once the component is proven. A failed step keeps it for debugging.
+    let _ = std::fs::remove_dir_all(work.join("src"));
+    let _ = std::fs::remove_dir_all(work.join("build-requires"));
+    if wheel.as_ref().is_none_or(|w| !w.starts_with(work)) {
+        let _ = std::fs::remove_dir_all(work);
     }
     Ok(StepDone {
-        wheel: p.wheel,
+        wheel,
         source: p.identity,
         from_cache: p.from_cache,
         note: p.note,

@@ -63,6 +63,11 @@ fn first_install_builds_all_three_and_a_second_builds_nothing() {
         .py("import kiln_fixture_cext._speedups as m; print(m.__file__)")
         .unwrap();
     assert!(so.ends_with(".so"), "{so}");
+    // Proven builds leave no build trees behind: the wheels are in the wheel cache.
+    let left: Vec<_> = std::fs::read_dir(w.cache.join("work"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "build trees left: {left:?}");
 
     let again = w.kiln().args(["install", "fixture-app"]).output().unwrap();
     assert!(again.status.success());
@@ -175,6 +180,12 @@ fn failed_build_leaves_the_previous_version_importable() {
     let log_line = err.lines().find(|l| l.trim_start().starts_with("log:")).unwrap();
     let log = std::fs::read_to_string(log_line.trim_start().trim_start_matches("log:").trim()).unwrap();
     assert!(log.contains("this is not C"), "the log holds the compiler's output");
+    // The failed build's tree stays, for whoever debugs it.
+    let kept = std::fs::read_dir(w.cache.join("work"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("fixture-cext-") && e.path().join("src").is_dir());
+    assert!(kept, "the failed build's source tree is kept");
 
     assert_eq!(
         w.py(
