@@ -29,9 +29,10 @@ pub struct Contents {
     pub left_out: Vec<String>,
 }
 
-/// What `lock` needs from `cache`. A locked source or wheel kiln built but no longer holds is an
-/// error (the bundle would not reproduce the lock); what kiln never caches is listed as left out.
-pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> Result<Contents, Vec<String>> {
+/// What `lock` needs from `cache`, and (second) the locked sources kiln built from but no
+/// longer holds: a bundle without them would not reproduce the lock. What kiln never caches is
+/// listed as left out.
+pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<String>) {
     let mut c = Contents::default();
     let mut missing = Vec::new();
     let wheels = wheel_entries(cache);
@@ -89,7 +90,7 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> Result<Contents, 
     }
     c.entries.sort();
     c.entries.dedup();
-    if missing.is_empty() { Ok(c) } else { Err(missing) }
+    (c, missing)
 }
 
 /// Every wheel cache entry (cache-relative directory) with its wheel's sha256.

@@ -106,6 +106,9 @@ pub enum Command {
     ///
     /// Local `path` sources and packages from an index are not bundled (the output says which).
     Bundle(BundleArgs),
+    /// What kiln's cache holds (sources, git mirrors, wheels, probe results, build trees, logs)
+    /// and how big each part is; `kiln cache clean` to free space
+    Cache(CacheArgs),
     /// List the recipes, or show one
     Recipes(RecipesArgs),
     /// List the SASS and PTX targets inside CUDA binaries (ELF objects, shared libraries, .fatbin)
@@ -150,6 +153,31 @@ pub struct InstallArgs {
     /// into the cache first
     #[arg(long, value_name = "FILE", conflicts_with = "locked")]
     pub bundle: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    #[command(subcommand)]
+    pub action: Option<CacheAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheAction {
+    /// Remove build trees of failed steps, logs and scratch; with flags, also more
+    Clean {
+        /// Also the wheel cache (later builds compile again)
+        #[arg(long)]
+        wheels: bool,
+        /// Also the sdists and git mirrors (later builds download again)
+        #[arg(long)]
+        sources: bool,
+        /// Everything, probe results included
+        #[arg(long)]
+        all: bool,
+        /// Keep the sources and wheels this lockfile needs
+        #[arg(long, value_name = "FILE")]
+        keep: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]

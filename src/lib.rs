@@ -31,6 +31,7 @@
 pub mod arch;
 pub mod build;
 pub mod bundle;
+pub mod cache_dir;
 pub mod cli;
 pub mod commands;
 pub mod fatbin;

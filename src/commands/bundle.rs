@@ -13,14 +13,15 @@ pub fn run(g: &Global, lock_path: &Path, output: &Path) -> CmdResult {
         .map_err(|e| Failure::User(format!("cannot read {}: {e}", lock_path.display())))?;
     let set = load_recipes(g)?;
     let cache = Session::cache_dir(g);
-    let contents = crate::bundle::contents(&lock, &set, &cache).map_err(|missing| {
-        Failure::User(format!(
+    let (contents, missing) = crate::bundle::contents(&lock, &set, &cache);
+    if !missing.is_empty() {
+        return Err(Failure::User(format!(
             "cannot bundle {}: kiln's cache ({}) lacks what reproducing it needs:\n  - {}\n  `kiln install --locked` on this node fills the cache",
             lock_path.display(),
             cache.display(),
             missing.join("\n  - ")
-        ))
-    })?;
+        )));
+    }
     let log = cache.join("logs").join(crate::build::run_stamp()).join("bundle.log");
     crate::bundle::write(output, &text, &contents, &cache, &log).map_err(Failure::User)?;
     let size = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);

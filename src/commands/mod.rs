@@ -3,6 +3,7 @@
 
 mod arch_cmd;
 mod bundle;
+mod cache;
 pub use arch_cmd::ArchFile;
 mod doctor;
 mod install;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> ExitCode {
             a.bundle.as_deref().unwrap_or(std::path::Path::new("")),
         ),
         Command::Bundle(a) => bundle::run(&cli.global, &a.lock, &a.output),
+        Command::Cache(a) => cache::run(&cli.global, a.action.as_ref()),
         Command::Install(a) => install::run(&cli.global, &a.targets.targets, a.dry_run),
         Command::Lock(a) => lock::run(&cli.global, &a.targets.targets, &a.output),
         Command::Verify(t) => verify::run(&cli.global, &t.targets),

@@ -334,6 +334,42 @@ pub fn bundle_written(path: &Path, bytes: u64, c: &crate::bundle::Contents) {
     );
 }
 
+fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+pub fn cache_parts(cache: &Path, parts: &[crate::cache_dir::Part]) {
+    println!("{}", cache.display());
+    for p in parts {
+        println!(
+            "  {:8} {:>10}  {:>5} entries  {}",
+            p.name,
+            megabytes(p.bytes),
+            p.entries,
+            p.what
+        );
+    }
+    let total: u64 = parts.iter().map(|p| p.bytes).sum();
+    println!("  total    {:>10}", megabytes(total));
+}
+
+pub fn cache_cleaned(cache: &Path, freed: &[(&str, u64)], kept: usize) {
+    for (part, bytes) in freed {
+        println!("cleaned {part}: {}", megabytes(*bytes));
+    }
+    let total: u64 = freed.iter().map(|(_, b)| b).sum();
+    println!(
+        "freed {} in {}{}",
+        megabytes(total),
+        cache.display(),
+        if kept > 0 {
+            format!("; kept the {kept} entries the lockfile needs")
+        } else {
+            String::new()
+        }
+    );
+}
+
 /// The environment against the lock, after `install --locked`.
 pub fn lock_compared(path: &Path, locked: usize, differences: &[crate::lock::Difference]) {
     let failures: Vec<_> = differences.iter().filter(|d| !d.note_only).collect();

@@ -209,3 +209,76 @@ fn a_bundle_reproduces_the_lock_on_a_node_that_cannot_reach_the_sources() {
     assert!(outcomes.iter().any(|o| o["source"] == format!("git:{commit}")), "{v}");
     assert_eq!(greet(&node), "hello, lock");
 }
+
+#[test]
+fn cache_clean_keeps_what_a_lock_needs_and_frees_the_rest() {
+    let w = World::new();
+    let (_repo, _commit, _tarball, sha) = w.remote_sources();
+    assert!(w.kiln().args(["install"]).output().unwrap().status.success());
+    let lockfile = w.dir.path().join("pure.lock");
+    assert!(
+        w.kiln()
+            .args(["lock", "fixture-pure", "-o"])
+            .arg(&lockfile)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+
+    let parts = |w: &World| -> serde_json::Value { stdout_json(&w.kiln().args(["cache", "--json"]).output().unwrap()) };
+    let entries = |v: &serde_json::Value, name: &str| {
+        v["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["entries"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = parts(&w);
+    assert_eq!(entries(&before, "sources"), 1, "{before}");
+    assert_eq!(entries(&before, "git"), 1, "{before}");
+    assert!(entries(&before, "logs") > 0, "{before}");
+
+    let out = w
+        .kiln()
+        .args(["cache", "clean", "--json", "--wheels", "--sources", "--keep"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let kept: Vec<&str> = v["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert_eq!(kept.len(), 2, "fixture-pure's mirror and wheel: {v}");
+    let after = parts(&w);
+    assert_eq!(
+        entries(&after, "sources"),
+        0,
+        "the sdist no lock needs is gone: {after}"
+    );
+    assert_eq!(entries(&after, "git"), 1, "{after}");
+    assert_eq!(entries(&after, "logs"), 0, "{after}");
+    assert!(!w.cache.join("sources").join(&sha).exists());
+
+    // Offline, what the lock needed still installs; the cleaned sdist is refused up front.
+    let node = venv(&w.dir.path().join("node"));
+    let ok = w
+        .kiln_for(&node)
+        .args(["install", "--offline", "fixture-pure"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    let refused = w
+        .kiln_for(&node)
+        .args(["install", "--offline", "fixture-cext"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+}

@@ -1,0 +1,112 @@
+//! kiln's cache directory as a whole: what each part holds and how big it is, and cleaning it.
+//!
+//! The parts: `sources/` (checked sdists, by sha256), `git/` (repository mirrors), `wheels/`
+//! (verified wheels by build key), `probe/` (probe results), and scratch that only helps
+//! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
+//! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
+//! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
+//!
+//! It deliberately ignores uv's and pip's own caches.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// The parts of the cache, in the order they are shown.
+pub const PARTS: &[(&str, &str)] = &[
+    ("sources", "checked sdists, by sha256"),
+    ("git", "git repository mirrors"),
+    ("wheels", "verified wheels, by build key"),
+    ("probe", "probe results, re-checked against the environment"),
+    ("work", "build trees of failed steps"),
+    ("logs", "step logs, events and timings, one directory per run"),
+    ("smoke", "smoke-test scratch"),
+    ("bundles", "unpacked bundles"),
+];
+
+/// The parts that only help debugging: `kiln cache clean` removes them by default.
+pub const SCRATCH: &[&str] = &["work", "logs", "smoke", "bundles"];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Part {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub entries: usize,
+    pub bytes: u64,
+}
+
+/// Sizes of every part of `cache`.
+pub fn parts(cache: &Path) -> Vec<Part> {
+    PARTS
+        .iter()
+        .map(|(name, what)| {
+            let dir = cache.join(name);
+            let entries = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+            Part {
+                name,
+                what,
+                entries,
+                bytes: size(&dir),
+            }
+        })
+        .collect()
+}
+
+fn size(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_dir() {
+        std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| size(&e.path()))
+            .sum()
+    } else {
+        meta.len()
+    }
+}
+
+/// Removes `part` (one of [`PARTS`]) except the entries (paths relative to the cache) in `keep`;
+/// returns the bytes freed.
+pub fn clean(cache: &Path, part: &str, keep: &[String]) -> std::io::Result<u64> {
+    let dir = cache.join(part);
+    if !dir.exists() {
+        return Ok(0);
+    }
+    let kept: Vec<PathBuf> = keep.iter().map(|k| cache.join(k)).collect();
+    let mut freed = 0;
+    // Entries one level down, except in wheels/ whose entries sit under a two-letter shard.
+    let depth = if part == "wheels" { 2 } else { 1 };
+    for entry in entries_at(&dir, depth) {
+        if kept.iter().any(|k| k == &entry) {
+            continue;
+        }
+        freed += size(&entry);
+        if entry.is_dir() {
+            std::fs::remove_dir_all(&entry)?;
+        } else {
+            std::fs::remove_file(&entry)?;
+        }
+    }
+    Ok(freed)
+}
+
+fn entries_at(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut level = vec![dir.to_path_buf()];
+    for _ in 0..depth {
+        level = level
+            .iter()
+            .flat_map(|d| {
+                std::fs::read_dir(d)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+    }
+    level
+}
