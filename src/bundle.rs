@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::build::source::{mirror_dir, sha256_file};
+use crate::cache_dir::entries_at;
 use crate::lock::Lock;
 use crate::process::Cmd;
 use crate::recipe::{RecipeSet, Source};
@@ -83,7 +84,7 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
                 None => c.left_out.push(format!(
                     "{}: its wheel (sha256 {}) is not in the wheel cache; the target builds it from source",
                     comp.name,
-                    &sha[..sha.len().min(12)]
+                    sha.chars().take(12).collect::<String>()
                 )),
             }
         }
@@ -95,23 +96,18 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
 
 /// Every wheel cache entry (cache-relative directory) with its wheel's sha256.
 fn wheel_entries(cache: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let root = cache.join("wheels");
-    for shard in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-        for entry in std::fs::read_dir(shard.path()).into_iter().flatten().flatten() {
-            let dir = entry.path();
+    entries_at(&cache.join("wheels"), 2)
+        .into_iter()
+        .filter_map(|dir| {
             let wheel = std::fs::read_dir(&dir)
-                .into_iter()
-                .flatten()
+                .ok()?
                 .flatten()
                 .map(|e| e.path())
-                .find(|p| p.extension().is_some_and(|x| x == "whl"));
-            if let Some(sha) = wheel.and_then(|w| sha256_file(&w).ok()) {
-                out.push((dir.strip_prefix(cache).unwrap_or(&dir).display().to_string(), sha));
-            }
-        }
-    }
-    out
+                .find(|p| p.extension().is_some_and(|x| x == "whl"))?;
+            let sha = sha256_file(&wheel).ok()?;
+            Some((dir.strip_prefix(cache).unwrap_or(&dir).display().to_string(), sha))
+        })
+        .collect()
 }
 
 /// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries.
@@ -167,13 +163,15 @@ pub fn unpack(bundle: &Path, cache: &Path, log: &Path) -> Result<PathBuf, String
     let lock = dir.join(LOCK_IN_BUNDLE);
     if !lock.is_file() {
         return Err(format!(
-            "{} holds no {LOCK_IN_BUNDLE}: not a kiln bundle",
+            "{} holds no {LOCK_IN_BUNDLE}: not a kiln bundle (`kiln bundle` makes one)",
             bundle.display()
         ));
     }
     // sources/<sha>, git/<hash>, wheels/<xx>/<key>: move each into the cache unless present.
     for (top, depth) in [("sources", 1), ("git", 1), ("wheels", 2)] {
-        for rel in dirs_at(&dir.join(top), depth) {
+        let root = dir.join(top);
+        for found in entries_at(&root, depth).into_iter().filter(|p| p.is_dir()) {
+            let rel = found.strip_prefix(&root).unwrap_or(&found).to_path_buf();
             let dest = cache.join(top).join(&rel);
             if dest.exists() {
                 continue;
@@ -181,29 +179,8 @@ pub fn unpack(bundle: &Path, cache: &Path, log: &Path) -> Result<PathBuf, String
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
             }
-            std::fs::rename(dir.join(top).join(&rel), &dest)
-                .map_err(|e| format!("cannot move {} into the cache: {e}", rel.display()))?;
+            std::fs::rename(&found, &dest).map_err(|e| format!("cannot move {} into the cache: {e}", rel.display()))?;
         }
     }
     Ok(lock)
-}
-
-/// Directories exactly `depth` levels below `root`, relative to it.
-fn dirs_at(root: &Path, depth: usize) -> Vec<PathBuf> {
-    let mut level = vec![PathBuf::new()];
-    for _ in 0..depth {
-        level = level
-            .iter()
-            .flat_map(|rel| {
-                std::fs::read_dir(root.join(rel))
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| rel.join(e.file_name()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-    }
-    level
 }

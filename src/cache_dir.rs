@@ -93,7 +93,9 @@ pub fn clean(cache: &Path, part: &str, keep: &[String]) -> std::io::Result<u64> 
     Ok(freed)
 }
 
-fn entries_at(dir: &Path, depth: usize) -> Vec<PathBuf> {
+/// Every path exactly `depth` levels below `dir` (`wheels/` entries sit at depth 2, under a
+/// two-letter shard).
+pub fn entries_at(dir: &Path, depth: usize) -> Vec<PathBuf> {
     let mut level = vec![dir.to_path_buf()];
     for _ in 0..depth {
         level = level

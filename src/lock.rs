@@ -196,7 +196,7 @@ pub fn parse(file: &str, text: &str) -> Result<Lock, LockError> {
                 text,
                 at,
                 format!("`{}` is locked twice", c.name),
-                None,
+                Some("keep one entry, or write the lock again with `kiln lock`".into()),
             ))));
         }
     }

@@ -13,6 +13,8 @@
 //!
 //! A PTX image whose ISA is newer than the driver fails with CUDA error 222
 //! (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`), not 209 (`CUDA_ERROR_NO_BINARY_FOR_GPU`).
+//! It deliberately ignores what a kernel needs besides an image (shared memory, registers):
+//! "an image runs here" is the claim, and smoke tests prove the rest.
 
 use serde::Serialize;
 

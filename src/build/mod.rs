@@ -8,7 +8,9 @@
 //! A verified wheel is kept in the wheel cache ([`wheels`]); a later build with the same inputs,
 //! on this node or another sharing the cache, installs it instead of compiling.
 //!
-//! Progress goes through the [`Reporter`] trait; this module never prints.
+//! Progress goes through the [`Reporter`] trait; this module never prints. It deliberately
+//! ignores choosing versions and deciding what needs building (that is the plan's job): it
+//! carries out the steps it is given.
 
 pub mod events;
 pub mod install;

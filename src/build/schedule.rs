@@ -58,10 +58,7 @@ impl Budget {
         if running > 0 && (self.cpus == 0 || by_memory == 0) {
             return None;
         }
-        let jobs = match explicit {
-            Some(n) => n.max(1),
-            None => self.cpus.min(by_memory).max(1),
-        };
+        let jobs = crate::resolve::plan::jobs_within(per_job, self.cpus, self.memory, explicit);
         let cpus = jobs.min(self.cpus);
         let memory = per_job
             .unwrap_or(0)

@@ -1,4 +1,5 @@
 //! `kiln arch FILE...`: the SASS and PTX inside CUDA binaries, and whether they run on --arch.
+//! It reads files only: no recipes, no interpreter, no probe.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,5 @@
-//! `kiln bundle`: a lockfile and the cached sources and wheels it needs, in one archive.
+//! `kiln bundle`: a lockfile and the cached sources and wheels it needs, in one archive. It
+//! never downloads: what the cache lacks is an error that says how to fill it.
 
 use std::path::Path;
 use std::process::ExitCode;

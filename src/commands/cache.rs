@@ -1,4 +1,5 @@
-//! `kiln cache` and `kiln cache clean`.
+//! `kiln cache` and `kiln cache clean`: argument handling over [`crate::cache_dir`]. It never
+//! touches the environment, and what a `--keep` lockfile needs is found as `kiln bundle` finds it.
 
 use std::process::ExitCode;
 

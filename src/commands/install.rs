@@ -1,5 +1,7 @@
 //! `kiln install`: carry out the plan, verifying each component before the next; with
-//! `--locked`, pinned to a lockfile and checked against it afterwards.
+//! `--locked`, pinned to a lockfile and checked against it afterwards; with `--bundle`, from a
+//! bundle, offline. Only argument handling and reporting: choosing, building and comparing live
+//! in `resolve`, `build` and `lock`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,7 +12,6 @@ use super::{CmdResult, Failure, Session};
 use crate::build::{self, Context, install::Installer};
 use crate::cli::Global;
 use crate::lock::{self, Lock, LockError, Locked};
-use crate::probe::normalize;
 use crate::report;
 use crate::resolve::{Plan, Status};
 
@@ -149,7 +150,7 @@ pub fn run_locked(g: &Global, targets: &[String], dry_run: bool, path: &Path) ->
     let mut s = Session::open_with(&g, &pinned, |set| {
         lock::pin_sources(set, &lock).map_err(|problems| {
             Failure::User(format!(
-                "{} cannot be reproduced with these recipes:\n  - {}",
+                "{} cannot be reproduced with these recipes:\n  - {}\n  use the recipes it was made with (--recipes DIR), or install from these and write a new lock with `kiln lock`",
                 path.display(),
                 problems.join("\n  - ")
             ))
@@ -158,11 +159,12 @@ pub fn run_locked(g: &Global, targets: &[String], dry_run: bool, path: &Path) ->
     let minor = |v: &str| v.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
     if minor(&s.facts.python.version) != minor(&lock.environment.python) {
         return Err(Failure::User(format!(
-            "{} was made with Python {}; {} is Python {} (extensions are built per Python version)",
+            "{} was made with Python {}; {} is Python {} (extensions are built per Python version); pass --python with a Python {} interpreter, or write a lock for this one with `kiln lock`",
             path.display(),
             lock.environment.python,
             s.python.display(),
-            s.facts.python.version
+            s.facts.python.version,
+            minor(&lock.environment.python)
         )));
     }
     mark_other_sources_stale(&mut s, &lock, path);
@@ -271,8 +273,7 @@ fn locked_targets(lock: &Lock, targets: &[String], path: &Path) -> Result<Vec<St
 
 /// What is installed for component `name`, as a lock would record it.
 fn installed(s: &Session, name: &str) -> Option<Locked> {
-    let dist = s.set.get(name)?.dist.as_deref()?;
-    s.facts.dists.get(&normalize(dist)).map(|d| Locked::of(name, d))
+    s.installed(name).map(|d| Locked::of(name, d))
 }
 
 /// A component that is ok at the locked version but was built from another source than the

@@ -1,4 +1,5 @@
-//! `kiln lock`: record a proven environment in a lockfile.
+//! `kiln lock`: record a proven environment in a lockfile. It records what is installed and
+//! proven, never what the recipes would choose: an environment with anything not `ok` is refused.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -6,7 +7,6 @@ use std::process::ExitCode;
 use super::{CmdResult, Failure, Session};
 use crate::cli::Global;
 use crate::lock::{self, Environment, Lock, Locked};
-use crate::probe::normalize;
 use crate::recipe::Kind;
 use crate::report;
 use crate::resolve::Status;
@@ -20,7 +20,7 @@ pub fn run(g: &Global, targets: &[String], output: &Path) -> CmdResult {
         let Some(r) = s.set.get(&a.name).filter(|r| r.kind == Kind::Python) else {
             continue;
         };
-        let dist = r.dist.as_deref().and_then(|d| s.facts.dists.get(&normalize(d)));
+        let dist = s.installed(&r.name);
         match (dist, a.status) {
             (Some(dist), Status::Ok) => components.push(Locked::of(&a.name, dist)),
             (Some(_), status) => refused.push(format!("{} is {}: {}", a.name, status.as_str(), a.evidence)),
@@ -42,7 +42,8 @@ pub fn run(g: &Global, targets: &[String], output: &Path) -> CmdResult {
     }
     if components.is_empty() {
         return Err(Failure::User(
-            "nothing to lock: no component kiln knows is installed in this environment".into(),
+            "nothing to lock: no component kiln knows is installed in this environment; `kiln install NAME` first"
+                .into(),
         ));
     }
     // Name order, as Cargo.lock does: a lock diff then shows what changed, not what moved.

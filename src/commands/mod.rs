@@ -290,6 +290,12 @@ impl Session {
         })
     }
 
+    /// The installed distribution of component `name`, if any.
+    pub fn installed(&self, name: &str) -> Option<&python::Dist> {
+        let dist = self.set.get(name)?.dist.as_deref()?;
+        self.facts.dists.get(&probe_mod::normalize(dist))
+    }
+
     /// Verdicts for the runtime backends of the consumers in scope.
     pub fn backends(&self) -> Vec<resolve::backends::BackendVerdict> {
         resolve::backends::verdicts(&self.set, &self.machine, &self.assessments, &self.scope, &self.archs)
@@ -307,10 +313,7 @@ impl Session {
             .filter(|(name, v)| {
                 !scope.iter().any(|(n, _)| n == *name)
                     && self
-                        .set
-                        .get(name)
-                        .and_then(|r| r.dist.as_deref())
-                        .and_then(|d| self.facts.dists.get(&probe_mod::normalize(d)))
+                        .installed(name)
                         .is_some_and(|d| d.version.split('+').next() != Some(v.as_str()))
             })
             .map(|(n, _)| (n.clone(), Vec::new()))

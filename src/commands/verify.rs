@@ -1,5 +1,6 @@
 //! `kiln verify`: run the proofs again (no probe cache): imports, kernel images for the target,
-//! build fingerprints and smoke tests, for the installed components (or those named).
+//! build fingerprints and smoke tests, for the installed components (or those named). It
+//! plans and changes nothing.
 
 use std::process::ExitCode;
 
@@ -21,7 +22,8 @@ pub fn run(g: &Global, targets: &[String]) -> CmdResult {
         .collect();
     if checked.is_empty() {
         return Err(Failure::User(
-            "nothing to verify: no component kiln knows is installed in this environment".into(),
+            "nothing to verify: no component kiln knows is installed in this environment; `kiln install NAME` first"
+                .into(),
         ));
     }
     if g.json {

@@ -1,5 +1,7 @@
 //! The byte layout: where fatbins sit in a file, their headers, their entries.
-//! Offsets and field meanings follow `shared/reference/fatbin.md` §1-§5.
+//! Offsets and field meanings follow `shared/reference/fatbin.md` §1-§5. It deliberately
+//! ignores what the images mean (that is the run rules' job) and never trusts a size field
+//! without checking it against the file.
 
 use object::read::elf::{ElfFile32, ElfFile64};
 use object::{Endianness, FileKind, Object, ObjectSection};

@@ -112,7 +112,7 @@ impl TorchFacts {
             "torch {} cuda {} git {} cxx11abi {} archs {archs}",
             self.version.as_deref().unwrap_or("?"),
             self.cuda.as_deref().unwrap_or("none"),
-            &git[..git.len().min(12)],
+            git.chars().take(12).collect::<String>(),
             self.cxx11_abi.map_or("?".to_string(), |b| b.to_string())
         )
     }
@@ -174,7 +174,7 @@ impl PythonFacts {
             .kiln
             .as_ref()
             .and_then(|k| k.wheel_sha256.clone())
-            .map(|s| format!(" wheel {}", &s[..s.len().min(12)]));
+            .map(|s| format!(" wheel {}", s.chars().take(12).collect::<String>()));
         Some(format!("{} {}{}", d.name, d.version, build.unwrap_or_default()))
     }
 }

@@ -325,11 +325,11 @@ pub fn bundle_written(path: &Path, bytes: u64, c: &crate::bundle::Contents) {
         println!("left out: {l}");
     }
     println!(
-        "wrote {}: the lock and {} cache entr{} ({:.1} MB); on the target: kiln install --bundle {}",
+        "wrote {}: the lock and {} cache entr{} ({}); on the target: kiln install --bundle {}",
         path.display(),
         c.entries.len(),
         if c.entries.len() == 1 { "y" } else { "ies" },
-        bytes as f64 / 1e6,
+        megabytes(bytes),
         path.display()
     );
 }
@@ -387,6 +387,7 @@ pub fn lock_compared(path: &Path, locked: usize, differences: &[crate::lock::Dif
         for d in failures {
             eprintln!("  - {d}");
         }
+        eprintln!("  `kiln plan` shows why kiln chose otherwise; `kiln lock` records the environment as it is now");
     }
 }
 

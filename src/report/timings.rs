@@ -1,7 +1,8 @@
 //! The timings report (`timings.html` beside the step logs, like `cargo build --timings`):
 //! one lane per step, a coloured segment per phase (fetch, build requirements, wheel, install,
 //! verify, ...) placed on the run's time axis, so builds that ran side by side and the phase
-//! that took the time are visible at a glance. Drawn from the event log alone.
+//! that took the time are visible at a glance. Drawn from the event log alone; it deliberately
+//! ignores CPU and memory use (the log has none) and needs no script or network to view.
 
 use std::fmt::Write;
 

@@ -110,14 +110,20 @@ pub struct PlanOptions {
 
 /// How many compile jobs fit: `--jobs`, else min(CPUs, available memory / memory per job).
 pub fn jobs_for(memory_per_job: Option<u64>, machine: &MachineFacts, explicit: Option<usize>) -> usize {
+    jobs_within(memory_per_job, machine.cpus, machine.memory_available, explicit)
+}
+
+/// Compile jobs that fit `cpus` and `memory` at `memory_per_job` each (at least one); `explicit`
+/// (`--jobs`) wins. The plan asks with the whole machine, the build scheduler with what is free.
+pub fn jobs_within(memory_per_job: Option<u64>, cpus: usize, memory: Option<u64>, explicit: Option<usize>) -> usize {
     if let Some(j) = explicit {
         return j.max(1);
     }
-    let by_mem = match (memory_per_job, machine.memory_available) {
+    let by_mem = match (memory_per_job, memory) {
         (Some(per), Some(avail)) if per > 0 => (avail / per) as usize,
-        _ => machine.cpus,
+        _ => cpus,
     };
-    machine.cpus.min(by_mem).max(1)
+    cpus.min(by_mem).max(1)
 }
 
 /// Makes the plan for `scope` (closure order) from the assessments.

@@ -307,11 +307,15 @@ pub fn stand_in(python: &Path, dir: &Path, name: &str, version: &str, module: &s
         format!("__version__ = \"{version}\"\n"),
     )
     .unwrap();
-    run_ok(
-        StdCommand::new(python)
-            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"])
-            .arg(&pkg),
-    );
+    run_ok(pip_install(python).arg("--no-build-isolation").arg(&pkg));
+}
+
+/// `python -m pip install --quiet --no-deps`, for the caller to add to: installs behind kiln's
+/// back, as a user would.
+pub fn pip_install(python: &Path) -> StdCommand {
+    let mut c = StdCommand::new(python);
+    c.args(["-m", "pip", "install", "--quiet", "--no-deps"]);
+    c
 }
 
 /// The component named `name` in `doctor --json` output.

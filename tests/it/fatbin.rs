@@ -25,6 +25,11 @@ fn nvcc(dir: &Path, args: &[&str]) {
         .args(args.iter().map(|a| a.replace("$SRC", &src.display().to_string()))));
 }
 
+/// nvcc `MODE` (`-c` or `--fatbin`) of the fixture kernel into `out`, for one `-gencode`.
+fn axpy(dir: &Path, mode: &str, out: &str, gencode: &str) {
+    nvcc(dir, &[mode, "$SRC/axpy.cu", "-o", out, "-gencode", gencode]);
+}
+
 /// cuobjdump's plain listing as sorted image names (`sm_120a`, `compute_120f@9.5`).
 fn cuobjdump(file: &Path) -> Vec<String> {
     let out = StdCommand::new(cuda().join("bin/cuobjdump"))
@@ -354,28 +359,8 @@ fn agrees_with_cuobjdump_on_a_matrix_of_real_builds() {
 fn wrong_arch_and_too_new_ptx_are_said_plainly() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    nvcc(
-        d,
-        &[
-            "-c",
-            "$SRC/axpy.cu",
-            "-o",
-            "hopper.o",
-            "-gencode",
-            "arch=compute_90a,code=sm_90a",
-        ],
-    );
-    nvcc(
-        d,
-        &[
-            "-c",
-            "$SRC/axpy.cu",
-            "-o",
-            "ptx.o",
-            "-gencode",
-            "arch=compute_90,code=compute_90",
-        ],
-    );
+    axpy(d, "-c", "hopper.o", "arch=compute_90a,code=sm_90a");
+    axpy(d, "-c", "ptx.o", "arch=compute_90,code=compute_90");
     let out = kiln_bare()
         .args(["arch", "--arch", "12.0", "--driver-cuda", "13.0"])
         .arg(d.join("hopper.o"))

@@ -156,7 +156,8 @@ fn usage_errors_exit_2_with_a_suggestion() {
 #[test]
 fn the_device_fixture_uses_the_embedded_torch_and_toolkit_recipes_and_loads() {
     // bench/device-run-4.sh proves the pipeline on an H200 with these recipes: the torch and
-    // CUDA toolkit ones must be the real ones, not look-alikes.
+    // CUDA toolkit ones must be the real ones, not look-alikes (they are symbolic links to them;
+    // this fails if a copy ever replaces a link and drifts).
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for name in ["torch.toml", "cuda-toolkit.toml"] {
         assert_eq!(

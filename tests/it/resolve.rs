@@ -31,6 +31,15 @@ fn real(w: &World) -> assert_cmd::Command {
     c
 }
 
+/// vLLM 0.20.0 and SGLang 0.5.11: the newest pair that shares one torch and one flashinfer.
+const OLDER_PAIR: &[(&str, &str)] = &[
+    ("flashinfer", "0.6.8.post1"),
+    ("sglang", "0.5.11"),
+    ("sglang-kernel", "0.4.2"),
+    ("torch", "2.11.0"),
+    ("vllm", "0.20.0"),
+];
+
 fn assert_versions(v: &serde_json::Value, want: &[(&str, &str)]) {
     let got = versions(v);
     for (name, version) in want {
@@ -64,16 +73,7 @@ fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_ado
     // pins 0.7.2 (pip enforces both), so the newest pair cannot share an environment. The solver
     // finds the newest pair that can, one torch, and says why each is not newer.
     let v = stdout_json(&plan(&["vllm", "sglang"]));
-    assert_versions(
-        &v,
-        &[
-            ("flashinfer", "0.6.8.post1"),
-            ("sglang", "0.5.11"),
-            ("sglang-kernel", "0.4.2"),
-            ("torch", "2.11.0"),
-            ("vllm", "0.20.0"),
-        ],
-    );
+    assert_versions(&v, OLDER_PAIR);
     insta::assert_snapshot!(
         "older_vllm_because_of_flashinfer_pins",
         w.redact(step(&v, "vllm")["reason"].as_str().unwrap())
@@ -90,16 +90,7 @@ fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_ado
     stand_in(&w.python, w.dir.path(), "torch", "2.11.0+cu130", "torch", &[]);
     let out = plan(&["vllm", "sglang"]);
     let v = stdout_json(&out);
-    assert_versions(
-        &v,
-        &[
-            ("flashinfer", "0.6.8.post1"),
-            ("sglang", "0.5.11"),
-            ("sglang-kernel", "0.4.2"),
-            ("torch", "2.11.0"),
-            ("vllm", "0.20.0"),
-        ],
-    );
+    assert_versions(&v, OLDER_PAIR);
     assert_eq!(step(&v, "torch")["action"], "keep");
     let sglang = step(&v, "sglang");
     assert_eq!(sglang["version"], "0.5.11");
@@ -243,16 +234,8 @@ fn an_allowed_torch_upgrade_rebuilds_exactly_its_abi_dependents() {
     );
     // Allowed: torch goes to 2.14.1 and exactly the two ABI dependents are rebuilt (pure, which
     // uses torch without linking against it, and other are kept).
-    let v = stdout_json(&kiln(&[
-        "plan",
-        "--json",
-        "--allow-replace",
-        "torch",
-        "ext-a",
-        "ext-b",
-        "pure",
-        "other",
-    ]));
+    let allowed = ["--json", "--allow-replace", "torch", "ext-a", "ext-b", "pure", "other"];
+    let v = stdout_json(&kiln(&[&["plan"][..], &allowed].concat()));
     let changing: Vec<(&str, &str)> = v["steps"]
         .as_array()
         .unwrap()
@@ -268,16 +251,7 @@ fn an_allowed_torch_upgrade_rebuilds_exactly_its_abi_dependents() {
         step(&v, "ext-a")["reason"],
         "built against torch, which this plan replaces (abi = true)"
     );
-    let out = kiln(&[
-        "install",
-        "--json",
-        "--allow-replace",
-        "torch",
-        "ext-a",
-        "ext-b",
-        "pure",
-        "other",
-    ]);
+    let out = kiln(&[&["install"][..], &allowed].concat());
     assert!(out.status.success(), "{}", text(&out.stderr));
     let rebuilt = done(&out);
     assert_eq!(rebuilt, ["torch", "ext-a", "ext-b"]);

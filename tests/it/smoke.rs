@@ -16,13 +16,20 @@ fn with_smoke(w: &World) {
     std::fs::write(w.recipes.join("smoke/fixture-pure.py"), SMOKE).unwrap();
 }
 
-fn doctor(w: &World, gpu: Option<&str>) -> serde_json::Value {
-    let mut c = w.kiln();
-    c.args(["doctor", "--json", "--arch", "9.0", "fixture-pure"]);
-    if let Some(a) = gpu {
-        c.env("KILN_GPU_ARCH", a);
-    }
-    stdout_json(&c.output().unwrap())
+/// fixture-pure's status and evidence in `doctor --arch 9.0`, on a machine with a GPU of `gpu`.
+fn pure_on(w: &World, gpu: &str) -> (String, String) {
+    let v = stdout_json(
+        &w.kiln()
+            .env("KILN_GPU_ARCH", gpu)
+            .args(["doctor", "--json", "--arch", "9.0", "fixture-pure"])
+            .output()
+            .unwrap(),
+    );
+    let c = component(&v, "fixture-pure");
+    (
+        c["status"].as_str().unwrap().to_string(),
+        c["evidence"].as_str().unwrap().to_string(),
+    )
 }
 
 #[test]
@@ -37,35 +44,25 @@ fn a_smoke_test_runs_where_the_gpu_is_and_its_failure_is_the_evidence() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 
-    let v = doctor(&w, Some("9.0"));
-    let c = component(&v, "fixture-pure");
-    assert_eq!(c["status"], "ok", "{c}");
+    let (status, evidence) = pure_on(&w, "9.0");
+    assert_eq!(status, "ok", "{evidence}");
     assert!(
-        c["evidence"]
-            .as_str()
-            .unwrap()
-            .contains("smoke test smoke/fixture-pure.py passed on 9.0"),
-        "{c}"
+        evidence.contains("smoke test smoke/fixture-pure.py passed on 9.0"),
+        "{evidence}"
     );
     // No GPU of the target arch: the import still proves the library loads, nothing more.
-    let v = doctor(&w, Some("12.0"));
-    let c = component(&v, "fixture-pure");
-    assert_eq!(c["status"], "ok", "{c}");
+    let (status, evidence) = pure_on(&w, "12.0");
+    assert_eq!(status, "ok", "{evidence}");
     assert!(
-        c["evidence"]
-            .as_str()
-            .unwrap()
-            .contains("smoke test smoke/fixture-pure.py not run: no GPU of a target arch here"),
-        "{c}"
+        evidence.contains("smoke test smoke/fixture-pure.py not run: no GPU of a target arch here"),
+        "{evidence}"
     );
 
     // The module still imports, but no longer does its job: broken, with the script's error.
     let words = w.site_packages().join("kiln_fixture_pure/words.py");
     std::fs::write(&words, "def greet(name):\n    return 'bye'\n").unwrap();
-    let v = doctor(&w, Some("9.0"));
-    let c = component(&v, "fixture-pure");
-    assert_eq!(c["status"], "broken", "{c}");
-    let evidence = c["evidence"].as_str().unwrap();
+    let (status, evidence) = pure_on(&w, "9.0");
+    assert_eq!(status, "broken", "{evidence}");
     assert!(
         evidence.starts_with("smoke test failed: smoke/fixture-pure.py (exit status 1)"),
         "{evidence}"
@@ -81,7 +78,7 @@ fn a_smoke_test_runs_where_the_gpu_is_and_its_failure_is_the_evidence() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(stdout_json(&out)["outcomes"][0]["action"], "rebuild");
-    assert_eq!(component(&doctor(&w, Some("9.0")), "fixture-pure")["status"], "ok");
+    assert_eq!(pure_on(&w, "9.0").0, "ok");
 }
 
 #[test]

@@ -113,15 +113,8 @@ fn installed_but_unimportable_real_package_is_broken_not_ok() {
     let w = World::new();
     // The nvidia-cutlass-dsl meta wheel from PyPI without its -libs-* dependencies: pip lists it,
     // but `import cutlass` cannot work.
-    let st = StdCommand::new(&w.python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "nvidia-cutlass-dsl==4.8.0",
-        ])
+    let st = crate::common::pip_install(&w.python)
+        .arg("nvidia-cutlass-dsl==4.8.0")
         .status()
         .unwrap();
     assert!(st.success());

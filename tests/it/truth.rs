@@ -78,16 +78,8 @@ fn a_dependency_replaced_behind_kilns_back_makes_abi_dependents_stale() {
         "version = \"1.0.0\"",
         "version = \"1.0.1\"",
     );
-    let out = StdCommand::new(&w.python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--force-reinstall",
-        ])
+    let out = crate::common::pip_install(&w.python)
+        .args(["--no-build-isolation", "--force-reinstall"])
         .arg(w.packages.join("kiln-fixture-cext"))
         .output()
         .unwrap();
