@@ -22,7 +22,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// A GPU compute capability, e.g. 12.0 for RTX PRO 6000 / RTX 5090.
+///
+/// It serialises as the string `"12.0"` (its [`Display`](fmt::Display)) and deserialises
+/// through [`FromStr`], in the lockfile, `kiln.json`, the wheel key and every `--json` output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct Arch {
     pub major: u32,
     pub minor: u32,
@@ -31,6 +35,20 @@ pub struct Arch {
 impl fmt::Display for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl From<Arch> for String {
+    fn from(a: Arch) -> String {
+        a.to_string()
+    }
+}
+
+impl TryFrom<String> for Arch {
+    type Error = ArchParseError;
+
+    fn try_from(s: String) -> Result<Arch, ArchParseError> {
+        s.parse()
     }
 }
 
@@ -207,6 +225,17 @@ mod tests {
         assert!("banana".parse::<Arch>().is_err());
         assert!("1".parse::<Arch>().is_err());
         assert_eq!(parse_list("12.0, sm_90,120").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_arch_is_the_string_12_0_on_disk_and_in_json() {
+        let a = Arch { major: 12, minor: 0 };
+        assert_eq!(serde_json::to_string(&vec![a]).unwrap(), r#"["12.0"]"#);
+        assert_eq!(
+            serde_json::from_str::<Vec<Arch>>(r#"["12.0","9.0"]"#).unwrap(),
+            [a, Arch { major: 9, minor: 0 }]
+        );
+        assert!(serde_json::from_str::<Arch>(r#""banana""#).is_err());
     }
 
     #[test]
