@@ -1,8 +1,12 @@
 //! The arch vocabulary: what a user means by `--arch`, and how each project spells it.
 //!
 //! Users say `12.0` (or `sm_120`, `120`, a comma list) once. Each upstream project wants its own
-//! spelling, and for some the right spelling depends on the CUDA toolkit version
-//! (`shared/reference/build-facts.md` §0.1 and §5, `releases-2026-11.md` §2.3):
+//! spelling, and for some the right spelling depends on the CUDA toolkit version: nvcc knows
+//! arch-specific `sm_XYa` targets since CUDA 12.0 and family-specific `sm_XYf` since 12.9
+//! (<https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/#gpu-feature-list>). The readers:
+//! torch's `_get_cuda_arch_flags` (`torch/utils/cpp_extension.py`), flashinfer's
+//! `CompilationContext` (`flashinfer/compilation_context.py`: a space-separated list, a suffix
+//! given is kept), flash-attn's `setup.py` and CMake's `CMAKE_CUDA_ARCHITECTURES`:
 //!
 //! | dialect      | variable                    | 12.0 with CUDA 12.8 | with CUDA >= 12.9 |
 //! |--------------|-----------------------------|---------------------|-------------------|
@@ -239,9 +243,9 @@ mod tests {
     }
 
     #[test]
-    fn dialect_table_from_build_facts_section_5() {
+    fn dialect_table_for_each_toolkit() {
         let a = [Arch { major: 12, minor: 0 }];
-        // (dialect, CUDA, expected) — build-facts.md §5, releases-2026-11.md §2.3
+        // (dialect, CUDA, expected): the table in this module's documentation
         let table = [
             (Dialect::Torch, "12.8.0", "12.0"),
             (Dialect::Torch, "13.0.0", "12.0"),

@@ -215,3 +215,71 @@ pub fn human(d: &Doctor) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_has_every_key_of_the_doctor_output_in_name_order() {
+        let facts = MachineFacts {
+            gpus: vec![Gpu {
+                name: "NVIDIA H200".into(),
+                arch: Arch { major: 9, minor: 0 },
+            }],
+            gpu_source: "nvidia-smi".into(),
+            driver: None,
+            driver_cuda: None,
+            host_compiler: None,
+            cuda_toolkit: None,
+            cuda_searched: Vec::new(),
+            cpus: 2,
+            memory_available: None,
+        };
+        let archs = [Arch { major: 9, minor: 0 }];
+        let by_dist = BTreeMap::from([("torch".to_string(), Binaries::default())]);
+        let python = Interpreter {
+            path: Path::new("/venv/bin/python"),
+            chosen_by: "--python",
+            version: "3.12.3",
+            prefix: "/venv",
+        };
+        let doc = Doctor {
+            machine: Machine::new(python, &facts, (&archs, "--arch"), "embedded", CacheUse::Hit),
+            components: &[],
+            torch: None,
+            backends: Vec::new(),
+            binaries: binaries(&by_dist),
+        };
+        let want = serde_json::json!({
+            "machine": {
+                "python": {"path": "/venv/bin/python", "chosen_by": "--python", "version": "3.12.3", "prefix": "/venv"},
+                "gpus": [{"name": "NVIDIA H200", "arch": "9.0"}],
+                "gpu_source": "nvidia-smi",
+                "driver": null,
+                "driver_cuda": null,
+                "host_compiler": null,
+                "cuda_toolkit": null,
+                "cuda_searched": [],
+                "cpus": 2,
+                "memory_available": null,
+                "target_archs": ["9.0"],
+                "target_archs_from": "--arch",
+                "recipes": "embedded",
+                "probe_cache": "hit",
+            },
+            "components": [],
+            "torch": null,
+            "backends": [],
+            "binaries": [{"dist": "torch", "files": [], "without_cuda": 0, "unreadable": []}],
+        });
+        let got = serde_json::to_value(&doc).unwrap();
+        assert_eq!(got, want);
+        // Printed through a Value, keys come out in name order at every level.
+        let text = serde_json::to_string(&got).unwrap();
+        assert!(
+            text.starts_with(r#"{"backends":[],"binaries":[{"dist":"torch""#),
+            "{text}"
+        );
+    }
+}
