@@ -1,8 +1,13 @@
-//! The command line: clap definitions only. Doc comments here are the `--help` text.
+//! The command line: clap definitions, and the one place where global flags become typed
+//! [`Settings`]. Doc comments here are the `--help` text. It deliberately ignores what the
+//! commands do with their arguments.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::arch::{self, ArchParseError};
+use crate::settings::{self, DEFAULT_BUNDLE_FILE, DEFAULT_LOCK_FILE, Settings};
 
 /// kiln provisions GPU inference stacks: it checks what a Python environment really has
 /// (imports that run, not lines in `pip list`), and builds from source only what is missing
@@ -67,6 +72,26 @@ pub struct Global {
     /// Print only errors
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
+}
+
+impl Global {
+    /// The typed settings these flags mean; a `--arch` that names no GPU arch is an error.
+    pub fn settings(&self) -> Result<Settings, ArchParseError> {
+        Ok(Settings {
+            python: self.python.clone(),
+            archs: self.arch.as_deref().map(arch::parse_list).transpose()?,
+            recipes: self.recipes.clone(),
+            cache_dir: settings::cache_dir(self.cache_dir.as_deref()),
+            jobs: self.jobs,
+            import_timeout: settings::import_timeout(self.import_timeout),
+            refresh: self.refresh,
+            allow_replace: self.allow_replace.clone(),
+            offline: self.offline,
+            json: self.json,
+            progress: !self.no_progress,
+            quiet: self.quiet,
+        })
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -147,7 +172,7 @@ pub struct InstallArgs {
     #[arg(long)]
     pub locked: bool,
     /// The lockfile --locked reads
-    #[arg(long, value_name = "FILE", default_value = crate::lock::DEFAULT_FILE, requires = "locked")]
+    #[arg(long, value_name = "FILE", default_value = DEFAULT_LOCK_FILE, requires = "locked")]
     pub lock: PathBuf,
     /// Reproduce the lock inside a bundle (`kiln bundle`), offline: its sources and wheels go
     /// into the cache first
@@ -183,10 +208,10 @@ pub enum CacheAction {
 #[derive(Debug, Args)]
 pub struct BundleArgs {
     /// The lockfile to bundle
-    #[arg(long, value_name = "FILE", default_value = crate::lock::DEFAULT_FILE)]
+    #[arg(long, value_name = "FILE", default_value = DEFAULT_LOCK_FILE)]
     pub lock: PathBuf,
     /// Where to write the bundle
-    #[arg(long, short = 'o', value_name = "FILE", default_value = "kiln-bundle.tar")]
+    #[arg(long, short = 'o', value_name = "FILE", default_value = DEFAULT_BUNDLE_FILE)]
     pub output: PathBuf,
 }
 
@@ -195,7 +220,7 @@ pub struct LockArgs {
     #[command(flatten)]
     pub targets: Targets,
     /// Where to write the lockfile
-    #[arg(long, short = 'o', value_name = "FILE", default_value = crate::lock::DEFAULT_FILE)]
+    #[arg(long, short = 'o', value_name = "FILE", default_value = DEFAULT_LOCK_FILE)]
     pub output: PathBuf,
 }
 

@@ -26,7 +26,10 @@
 //!   [`bundle`] packs a lock with the cached sources and wheels it needs, for air-gapped nodes.
 //! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling) and the run rules;
 //!   [`process`] is the one subprocess wrapper.
+//! * [`settings`] is what the command line decides, typed once ([`cli`] builds it); [`session`]
+//!   is the pipeline as plain data (probe, assess, solve, plan, execute) for the commands.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
+//!   [`report`] draws typed reports and imports nothing above it.
 
 pub mod arch;
 pub mod build;
@@ -41,3 +44,5 @@ pub mod process;
 pub mod recipe;
 pub mod report;
 pub mod resolve;
+pub mod session;
+pub mod settings;

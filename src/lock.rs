@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::arch::Arch;
 use crate::probe::python::{Dist, PythonFacts};
 use crate::recipe::diag::Diagnostic;
 use crate::recipe::model::Source;
@@ -25,9 +26,6 @@ use crate::recipe::{Kind, RecipeSet};
 
 /// The lockfile format this kiln writes and reads.
 pub const FORMAT: u32 = 1;
-
-/// The lockfile's name when none is given.
-pub const DEFAULT_FILE: &str = "kiln.lock";
 
 const HEADER: &str = "# kiln.lock: written by `kiln lock`, reproduced by `kiln install --locked`.\n\
                       # Every field is a fact kiln proved when it was written; do not edit it by hand.\n";
@@ -51,7 +49,7 @@ pub struct Environment {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
     /// The target GPU archs (`12.0`).
-    pub archs: Vec<String>,
+    pub archs: Vec<Arch>,
     /// The CUDA toolkit's version, when one was found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
@@ -73,7 +71,7 @@ pub struct Locked {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wheel_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub archs: Vec<String>,
+    pub archs: Vec<Arch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
     /// Fingerprints of the components it links against (`abi = true`).
@@ -127,7 +125,7 @@ impl Locked {
 }
 
 impl Environment {
-    pub fn of(py: &PythonFacts, archs: &[String], cuda: Option<String>) -> Environment {
+    pub fn of(py: &PythonFacts, archs: &[Arch], cuda: Option<String>) -> Environment {
         let m = &py.python.markers;
         let platform = match (m.get("sys_platform"), m.get("platform_machine")) {
             (Some(s), Some(a)) => Some(format!("{s} {a}")),
@@ -244,7 +242,13 @@ impl std::fmt::Display for Difference {
 /// Every field in which `found` (what is installed now, by component) differs from the lock.
 pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Difference> {
     let mut out = Vec::new();
-    let text = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    fn text<T: ToString>(v: &[T]) -> String {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
+        }
+    }
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".to_string());
     for want in &lock.components {
         let mut diff = |field: &'static str, locked: String, found: String, note_only: bool| {
@@ -360,7 +364,7 @@ mod tests {
             environment: Environment {
                 python: "3.12.3".into(),
                 platform: Some("linux x86_64".into()),
-                archs: vec!["12.0".into()],
+                archs: vec![Arch { major: 12, minor: 0 }],
                 cuda: Some("13.0".into()),
             },
             components: vec![Locked {
@@ -369,7 +373,7 @@ mod tests {
                 features: vec!["cutedsl".into()],
                 source: "sha256:abc".into(),
                 wheel_sha256: Some("def".into()),
-                archs: vec!["12.0".into()],
+                archs: vec![Arch { major: 12, minor: 0 }],
                 cuda: Some("13.0".into()),
                 built_against: [("torch".to_string(), "2.14.1+cu130".to_string())].into(),
             }],
@@ -381,6 +385,7 @@ mod tests {
         let lock = sample();
         let text = render(&lock);
         assert!(text.starts_with("# kiln.lock"));
+        assert!(text.contains("archs = [\"12.0\"]"), "{text}");
         assert_eq!(parse("kiln.lock", &text).unwrap(), lock);
     }
 

@@ -1,8 +1,12 @@
 //! The arch vocabulary: what a user means by `--arch`, and how each project spells it.
 //!
 //! Users say `12.0` (or `sm_120`, `120`, a comma list) once. Each upstream project wants its own
-//! spelling, and for some the right spelling depends on the CUDA toolkit version
-//! (`shared/reference/build-facts.md` §0.1 and §5, `releases-2026-11.md` §2.3):
+//! spelling, and for some the right spelling depends on the CUDA toolkit version: nvcc knows
+//! arch-specific `sm_XYa` targets since CUDA 12.0 and family-specific `sm_XYf` since 12.9
+//! (<https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/#gpu-feature-list>). The readers:
+//! torch's `_get_cuda_arch_flags` (`torch/utils/cpp_extension.py`), flashinfer's
+//! `CompilationContext` (`flashinfer/compilation_context.py`: a space-separated list, a suffix
+//! given is kept), flash-attn's `setup.py` and CMake's `CMAKE_CUDA_ARCHITECTURES`:
 //!
 //! | dialect      | variable                    | 12.0 with CUDA 12.8 | with CUDA >= 12.9 |
 //! |--------------|-----------------------------|---------------------|-------------------|
@@ -22,7 +26,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// A GPU compute capability, e.g. 12.0 for RTX PRO 6000 / RTX 5090.
+///
+/// It serialises as the string `"12.0"` (its [`Display`](fmt::Display)) and deserialises
+/// through [`FromStr`], in the lockfile, `kiln.json`, the wheel key and every `--json` output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct Arch {
     pub major: u32,
     pub minor: u32,
@@ -31,6 +39,20 @@ pub struct Arch {
 impl fmt::Display for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl From<Arch> for String {
+    fn from(a: Arch) -> String {
+        a.to_string()
+    }
+}
+
+impl TryFrom<String> for Arch {
+    type Error = ArchParseError;
+
+    fn try_from(s: String) -> Result<Arch, ArchParseError> {
+        s.parse()
     }
 }
 
@@ -210,9 +232,20 @@ mod tests {
     }
 
     #[test]
-    fn dialect_table_from_build_facts_section_5() {
+    fn an_arch_is_the_string_12_0_on_disk_and_in_json() {
+        let a = Arch { major: 12, minor: 0 };
+        assert_eq!(serde_json::to_string(&vec![a]).unwrap(), r#"["12.0"]"#);
+        assert_eq!(
+            serde_json::from_str::<Vec<Arch>>(r#"["12.0","9.0"]"#).unwrap(),
+            [a, Arch { major: 9, minor: 0 }]
+        );
+        assert!(serde_json::from_str::<Arch>(r#""banana""#).is_err());
+    }
+
+    #[test]
+    fn dialect_table_for_each_toolkit() {
         let a = [Arch { major: 12, minor: 0 }];
-        // (dialect, CUDA, expected) — build-facts.md §5, releases-2026-11.md §2.3
+        // (dialect, CUDA, expected): the table in this module's documentation
         let table = [
             (Dialect::Torch, "12.8.0", "12.0"),
             (Dialect::Torch, "13.0.0", "12.0"),

@@ -1,6 +1,7 @@
 //! Run rules: can a kernel image run on a device of a given compute capability, under a driver
-//! that supports a given CUDA version? (`shared/reference/fatbin.md` §8-§9, NVIDIA's Blackwell
-//! compatibility guide.)
+//! that supports a given CUDA version? (NVIDIA's CUDA C++ Programming Guide, "Binary
+//! Compatibility" and "PTX Compatibility"; the Blackwell Compatibility Guide,
+//! <https://docs.nvidia.com/cuda/blackwell-compatibility-guide/>.)
 //!
 //! | image            | runs on device M.m when |
 //! |------------------|-------------------------|
@@ -14,12 +15,58 @@
 //! A PTX image whose ISA is newer than the driver fails with CUDA error 222
 //! (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`), not 209 (`CUDA_ERROR_NO_BINARY_FOR_GPU`).
 //! It deliberately ignores what a kernel needs besides an image (shared memory, registers):
-//! "an image runs here" is the claim, and smoke tests prove the rest.
+//! "an image runs here" is the claim, and smoke tests prove the rest. It also ignores how images
+//! are stored in binaries: readers describe them as [`KernelImage`]s.
 
 use serde::Serialize;
 
 use super::Arch;
-use crate::fatbin::{FileReport, Image, ImageKind, Variant};
+
+/// What a kernel image is, in the arch vocabulary: machine code for one arch, or PTX that the
+/// driver compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// SASS (a cubin): `sm_XY`.
+    Sass,
+    /// PTX: `compute_XY`.
+    Ptx,
+}
+
+/// Plain, arch-specific (`a`) or family-specific (`f`) code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Specific {
+    Plain,
+    Arch,
+    Family,
+}
+
+/// One kernel image as the run rules see it. Readers of binary formats (the fatbin reader)
+/// describe their images this way; these rules know nothing of how images are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelImage {
+    pub code: Code,
+    /// The SM number without suffix: 120 for `sm_120a`.
+    pub sm: u32,
+    pub specific: Specific,
+    /// The PTX ISA version (`(9, 5)`); ignored for SASS.
+    pub ptx_isa: (u16, u16),
+}
+
+impl KernelImage {
+    /// `sm_120a` or `compute_120f`.
+    pub fn name(&self) -> String {
+        let prefix = match self.code {
+            Code::Sass => "sm",
+            Code::Ptx => "compute",
+        };
+        let suffix = match self.specific {
+            Specific::Plain => "",
+            Specific::Arch => "a",
+            Specific::Family => "f",
+        };
+        format!("{prefix}_{}{suffix}", self.sm)
+    }
+}
 
 /// The verdict for one image on one device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -41,7 +88,8 @@ impl Verdict {
     }
 }
 
-/// The newest PTX ISA a driver supporting CUDA `major.minor` can JIT (fatbin.md §8):
+/// The newest PTX ISA a driver supporting CUDA `major.minor` can JIT (the PTX ISA release
+/// notes, <https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes>):
 /// 12.0→8.0 … 12.4→8.4, 12.5/12.6→8.5, 12.8→8.7, 12.9→8.8, 13.x→9.x.
 pub fn max_ptx_isa(cuda_major: u64, cuda_minor: u64) -> Option<(u16, u16)> {
     Some(match (cuda_major, cuda_minor) {
@@ -58,25 +106,25 @@ pub fn max_ptx_isa(cuda_major: u64, cuda_minor: u64) -> Option<(u16, u16)> {
 
 /// Can `img` run on a device of `device` capability, under a driver for CUDA `driver_cuda`
 /// (when known; unknown skips the ISA check)?
-pub fn verdict(img: &Image, device: Arch, driver_cuda: Option<&semver::Version>) -> Verdict {
+pub fn verdict(img: &KernelImage, device: Arch, driver_cuda: Option<&semver::Version>) -> Verdict {
     let (x, y) = (img.sm / 10, img.sm % 10);
     let (m_major, m_minor) = (device.major, device.minor);
-    let arch_ok = match (img.kind, img.variant) {
-        (_, Variant::Arch) => m_major == x && m_minor == y,
-        (_, Variant::Family) | (ImageKind::Cubin, Variant::Plain) => m_major == x && m_minor >= y,
-        (ImageKind::Ptx, Variant::Plain) => (m_major, m_minor) >= (x, y),
+    let arch_ok = match (img.code, img.specific) {
+        (_, Specific::Arch) => m_major == x && m_minor == y,
+        (_, Specific::Family) | (Code::Sass, Specific::Plain) => m_major == x && m_minor >= y,
+        (Code::Ptx, Specific::Plain) => (m_major, m_minor) >= (x, y),
     };
     if !arch_ok {
         return Verdict::NoBinary;
     }
-    if img.kind == ImageKind::Cubin {
+    if img.code == Code::Sass {
         return Verdict::Runs;
     }
     if let Some(max) = driver_cuda.and_then(|d| max_ptx_isa(d.major, d.minor))
-        && img.version > max
+        && img.ptx_isa > max
     {
         return Verdict::PtxTooNew {
-            isa: format!("{}.{}", img.version.0, img.version.1),
+            isa: format!("{}.{}", img.ptx_isa.0, img.ptx_isa.1),
             driver_max: format!("{}.{}", max.0, max.1),
         };
     }
@@ -86,7 +134,7 @@ pub fn verdict(img: &Image, device: Arch, driver_cuda: Option<&semver::Version>)
 /// Whether one file can run on one arch, and why.
 #[derive(Debug, Serialize)]
 pub struct RunsOn {
-    pub arch: String,
+    pub arch: Arch,
     pub usable: bool,
     /// The images that would load (SASS first), or why none does.
     pub images: Vec<String>,
@@ -94,10 +142,10 @@ pub struct RunsOn {
 }
 
 /// Judges a file's loadable images for one device arch.
-pub fn runs_on(r: &FileReport, target: Arch, driver_cuda: Option<&semver::Version>) -> RunsOn {
+pub fn runs_on(images: &[KernelImage], target: Arch, driver_cuda: Option<&semver::Version>) -> RunsOn {
     let mut usable = Vec::new();
     let mut too_new = Vec::new();
-    for img in r.images() {
+    for img in images {
         match verdict(img, target, driver_cuda) {
             Verdict::Runs | Verdict::Jit => {
                 let n = img.name();
@@ -119,67 +167,65 @@ pub fn runs_on(r: &FileReport, target: Arch, driver_cuda: Option<&semver::Versio
             too_new.join(", ")
         )
     } else {
-        let mut held: Vec<String> = r.sass.clone();
-        held.extend(r.ptx.iter().cloned());
         format!(
             "{target}: no usable image (holds {}; CUDA error 209, no kernel image)",
-            if held.is_empty() {
-                "none".into()
-            } else {
-                held.join(", ")
-            }
+            held(images).unwrap_or_else(|| "none".into())
         )
     };
     RunsOn {
-        arch: target.to_string(),
+        arch: target,
         usable: !usable.is_empty(),
         images: usable,
         why,
     }
 }
 
+/// The distinct image names, SASS first, each kind in SM order: `sm_90, sm_120a, compute_120f`.
+fn held(images: &[KernelImage]) -> Option<String> {
+    let mut names: Vec<(bool, u32, String)> = Vec::new();
+    for img in images {
+        let n = (img.code == Code::Ptx, img.sm, img.name());
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names.sort();
+    let names: Vec<String> = names.into_iter().map(|(_, _, n)| n).collect();
+    (!names.is_empty()).then(|| names.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fatbin::read_bytes;
 
-    /// A one-entry fatbin built byte by byte as fatbin.md §2-§3 describes.
-    fn one(kind: u16, sm: u32, flags: u64, isa: (u16, u16)) -> Image {
-        let mut e = vec![0u8; 64];
-        e[0..2].copy_from_slice(&kind.to_le_bytes());
-        e[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
-        e[4..8].copy_from_slice(&64u32.to_le_bytes());
-        e[8..16].copy_from_slice(&8u64.to_le_bytes());
-        e[0x18..0x1a].copy_from_slice(&isa.1.to_le_bytes());
-        e[0x1a..0x1c].copy_from_slice(&isa.0.to_le_bytes());
-        e[0x1c..0x20].copy_from_slice(&sm.to_le_bytes());
-        e[0x28..0x30].copy_from_slice(&(0x11 | flags).to_le_bytes());
-        e.extend([0u8; 8]);
-        let mut f = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0];
-        f.extend((e.len() as u64).to_le_bytes());
-        f.extend(e);
-        read_bytes(&f, "t").unwrap().fatbins[0].images[0].clone()
+    fn one(code: Code, sm: u32, specific: Specific, ptx_isa: (u16, u16)) -> KernelImage {
+        KernelImage {
+            code,
+            sm,
+            specific,
+            ptx_isa,
+        }
     }
 
-    const A: u64 = 0x10_0000;
-    const F: u64 = 0x20_0000;
+    use Code::{Ptx, Sass};
+    use Specific::{Arch as A, Family as F, Plain};
 
     #[test]
-    fn sm120_table_from_fatbin_md_section_9() {
+    fn sm120_table_from_the_blackwell_compatibility_guide() {
         let dev = Arch { major: 12, minor: 0 };
         let spark = Arch { major: 12, minor: 1 };
         let cases = [
-            (one(2, 120, 0, (1, 8)), true, true),
-            (one(2, 120, A, (1, 8)), true, false),
-            (one(2, 120, F, (1, 8)), true, true),
-            (one(2, 121, 0, (1, 8)), false, true),
-            (one(2, 100, F, (1, 8)), false, false),
-            (one(2, 90, 0, (1, 8)), false, false),
-            (one(1, 90, 0, (8, 8)), true, true),
-            (one(1, 120, A, (8, 8)), true, false),
-            (one(1, 120, F, (8, 8)), true, true),
-            (one(1, 100, F, (8, 8)), false, false),
-            (one(1, 121, 0, (8, 8)), false, true),
+            (one(Sass, 120, Plain, (1, 8)), true, true),
+            (one(Sass, 120, A, (1, 8)), true, false),
+            (one(Sass, 120, F, (1, 8)), true, true),
+            (one(Sass, 121, Plain, (1, 8)), false, true),
+            (one(Sass, 100, F, (1, 8)), false, false),
+            (one(Sass, 90, Plain, (1, 8)), false, false),
+            (one(Ptx, 90, Plain, (8, 8)), true, true),
+            (one(Ptx, 120, A, (8, 8)), true, false),
+            (one(Ptx, 120, F, (8, 8)), true, true),
+            (one(Ptx, 100, F, (8, 8)), false, false),
+            (one(Ptx, 121, Plain, (8, 8)), false, true),
         ];
         for (img, on_120, on_121) in cases {
             assert_eq!(verdict(&img, dev, None).usable(), on_120, "{} on 12.0", img.name());
@@ -191,7 +237,7 @@ mod tests {
     fn ptx_newer_than_the_driver_is_error_222_not_209() {
         let h200 = Arch { major: 9, minor: 0 };
         let driver = semver::Version::new(13, 0, 0);
-        let ptx95 = one(1, 90, 0, (9, 5));
+        let ptx95 = one(Ptx, 90, Plain, (9, 5));
         assert_eq!(
             verdict(&ptx95, h200, Some(&driver)),
             Verdict::PtxTooNew {
@@ -199,9 +245,32 @@ mod tests {
                 driver_max: "9.0".into()
             }
         );
-        assert_eq!(verdict(&one(1, 90, 0, (8, 8)), h200, Some(&driver)), Verdict::Jit);
-        assert_eq!(verdict(&one(1, 120, 0, (8, 8)), h200, Some(&driver)), Verdict::NoBinary);
-        assert_eq!(verdict(&one(2, 90, A, (1, 8)), h200, Some(&driver)), Verdict::Runs);
-        assert_eq!(verdict(&one(2, 80, 0, (1, 8)), h200, Some(&driver)), Verdict::NoBinary);
+        assert_eq!(verdict(&one(Ptx, 90, Plain, (8, 8)), h200, Some(&driver)), Verdict::Jit);
+        assert_eq!(
+            verdict(&one(Ptx, 120, Plain, (8, 8)), h200, Some(&driver)),
+            Verdict::NoBinary
+        );
+        assert_eq!(verdict(&one(Sass, 90, A, (1, 8)), h200, Some(&driver)), Verdict::Runs);
+        assert_eq!(
+            verdict(&one(Sass, 80, Plain, (1, 8)), h200, Some(&driver)),
+            Verdict::NoBinary
+        );
+    }
+
+    #[test]
+    fn a_file_without_a_usable_image_names_what_it_holds() {
+        let images = [
+            one(Ptx, 120, A, (9, 5)),
+            one(Sass, 120, A, (1, 8)),
+            one(Sass, 100, F, (1, 8)),
+        ];
+        let r = runs_on(&images, Arch { major: 9, minor: 0 }, None);
+        assert!(!r.usable);
+        assert_eq!(
+            r.why,
+            "9.0: no usable image (holds sm_100f, sm_120a, compute_120a; CUDA error 209, no kernel image)"
+        );
+        let r = runs_on(&images, Arch { major: 12, minor: 0 }, None);
+        assert_eq!(r.images, ["compute_120a", "sm_120a"]);
     }
 }

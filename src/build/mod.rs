@@ -511,7 +511,7 @@ fn cache_key(
         features: &step.features,
         source: &identity,
         build: serde_json::to_value(&r.build).ok()?,
-        archs: plan.archs.iter().map(|a| a.to_string()).collect(),
+        archs: plan.archs.clone(),
         cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
         host_compiler: cx.machine.host_compiler.as_ref().map(|c| c.value.as_str()),
         python: &known.python.version,
@@ -734,7 +734,7 @@ fn record(
         version: installed.version.clone(),
         source: source.to_string(),
         wheel_sha256: wheel.and_then(|w| source::sha256_file(w).ok()),
-        archs: plan.archs.iter().map(|a| a.to_string()).collect(),
+        archs: plan.archs.clone(),
         cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
         built_against,
         features: step.features.clone(),
@@ -791,14 +791,21 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
     }
     // Where a GPU of the target arch is here, the kernels must also run.
     if !crate::probe::smoke::runnable_archs(&cx.machine.gpu_archs(), &plan.archs).is_empty()
-        && let Some(s) = crate::probe::smoke::run(&cx.python, r, &cx.cache.join("smoke"), cx.import_timeout)
-        && !s.ok
+        && let Some(smoke) = &r.smoke
     {
-        return Err(fail(
-            step,
-            Phase::Verify,
-            format!("smoke test failed: {}", s.error.unwrap_or_default()),
-        ));
+        let script = crate::probe::smoke::Script {
+            component: &r.name,
+            path: &smoke.path,
+            text: &smoke.text,
+        };
+        let s = crate::probe::smoke::run(&cx.python, &script, &cx.cache.join("smoke"), cx.import_timeout);
+        if !s.ok {
+            return Err(fail(
+                step,
+                Phase::Verify,
+                format!("smoke test failed: {}", s.error.unwrap_or_default()),
+            ));
+        }
     }
     Ok(facts)
 }

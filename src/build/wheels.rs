@@ -32,7 +32,7 @@ pub struct KeyInputs<'a> {
     pub source: &'a str,
     /// The recipe's `[build]` section, templates unrendered.
     pub build: serde_json::Value,
-    pub archs: Vec<String>,
+    pub archs: Vec<crate::arch::Arch>,
     pub cuda: Option<String>,
     pub host_compiler: Option<&'a str>,
     pub python: &'a str,
@@ -159,7 +159,7 @@ mod tests {
             features: &[],
             source,
             build: serde_json::json!({"env": {"FLASHINFER_CUDA_ARCH_LIST": "{arch.flashinfer}"}}),
-            archs: vec!["12.0".into()],
+            archs: vec![crate::arch::Arch { major: 12, minor: 0 }],
             cuda: Some("13.0".into()),
             host_compiler: Some("13.3.0"),
             python: "3.12.3",

@@ -1,34 +1,16 @@
 //! `kiln arch FILE...`: the SASS and PTX inside CUDA binaries, and whether they run on --arch.
 //! It reads files only: no recipes, no interpreter, no probe.
 
-use std::process::ExitCode;
-
-use serde::Serialize;
-
-use super::{CmdResult, Failure};
-use crate::arch;
-use crate::arch::run::{RunsOn, runs_on};
-use crate::cli::{ArchArgs, Global};
-use crate::fatbin::{self, FileReport};
+use super::{CmdResult, Failure, exit};
+use crate::cli::ArchArgs;
+use crate::fatbin;
+use crate::probe::binaries::runs_on;
 use crate::probe::machine::lenient_semver;
-use crate::report;
+use crate::report::{self, arch::ArchFile, arch::ArchFiles};
+use crate::settings::Settings;
 
-/// One file's listing, and the verdict for each target arch.
-#[derive(Debug, Serialize)]
-pub struct ArchFile {
-    #[serde(flatten)]
-    pub report: FileReport,
-    /// PTX targets with their ISA version.
-    pub ptx_isa: Vec<(String, String)>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub runs_on: Vec<RunsOn>,
-}
-
-pub fn run(g: &Global, a: &ArchArgs) -> CmdResult {
-    let targets = match &g.arch {
-        Some(s) => arch::parse_list(s).map_err(|e| Failure::Usage(e.to_string()))?,
-        None => Vec::new(),
-    };
+pub fn run(settings: &Settings, a: &ArchArgs) -> CmdResult {
+    let targets = settings.archs.clone().unwrap_or_default();
     let driver_cuda = match &a.driver_cuda {
         Some(v) => Some(lenient_semver(v).ok_or_else(|| Failure::Usage(format!("`{v}` is not a CUDA version")))?),
         None if !targets.is_empty() => crate::probe::machine::probe().driver_cuda.map(|d| d.value),
@@ -39,23 +21,20 @@ pub fn run(g: &Global, a: &ArchArgs) -> CmdResult {
     for path in &a.files {
         match fatbin::read_file(path) {
             Ok(report) => {
-                let ptx_isa = report.images().filter_map(|i| i.ptx_isa().map(|v| (i.name(), v))).fold(
-                    Vec::new(),
-                    |mut acc: Vec<(String, String)>, p| {
-                        if !acc.contains(&p) {
-                            acc.push(p);
-                        }
-                        acc
-                    },
-                );
-                let runs = targets
+                let mut ptx_isa: Vec<(String, String)> = Vec::new();
+                for p in report.images().filter_map(|i| i.ptx_isa().map(|v| (i.name(), v))) {
+                    if !ptx_isa.contains(&p) {
+                        ptx_isa.push(p);
+                    }
+                }
+                let runs_on = targets
                     .iter()
                     .map(|t| runs_on(&report, *t, driver_cuda.as_ref()))
                     .collect();
                 files.push(ArchFile {
                     report,
                     ptx_isa,
-                    runs_on: runs,
+                    runs_on,
                 });
             }
             Err(e) => {
@@ -64,15 +43,11 @@ pub fn run(g: &Global, a: &ArchArgs) -> CmdResult {
             }
         }
     }
-    if g.json {
-        report::json(&serde_json::json!({ "files": files }));
+    if settings.json {
+        report::json_doc(&ArchFiles { files: &files });
     } else {
-        report::arch_files(&files);
+        report::arch::human(&files);
     }
     let unusable = files.iter().any(|f| f.runs_on.iter().any(|r| !r.usable));
-    Ok(if failed || unusable {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit(!failed && !unusable))
 }

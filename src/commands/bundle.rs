@@ -4,17 +4,17 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::{CmdResult, Failure, Session, load_recipes};
-use crate::cli::Global;
-use crate::report;
+use super::{CmdResult, Failure, load_recipes, read_lock};
+use crate::report::{self, bundle::Bundled};
+use crate::settings::Settings;
 
-pub fn run(g: &Global, lock_path: &Path, output: &Path) -> CmdResult {
-    let lock = super::install::read_lock(g, lock_path)?;
+pub fn run(settings: &Settings, lock_path: &Path, output: &Path) -> CmdResult {
+    let lock = read_lock(settings, lock_path)?;
     let text = std::fs::read_to_string(lock_path)
         .map_err(|e| Failure::User(format!("cannot read {}: {e}", lock_path.display())))?;
-    let set = load_recipes(g)?;
-    let cache = Session::cache_dir(g);
-    let (contents, missing) = crate::bundle::contents(&lock, &set, &cache);
+    let set = load_recipes(settings)?;
+    let cache = &settings.cache_dir;
+    let (contents, missing) = crate::bundle::contents(&lock, &set, cache);
     if !missing.is_empty() {
         return Err(Failure::User(format!(
             "cannot bundle {}: kiln's cache ({}) lacks what reproducing it needs:\n  - {}\n  `kiln install --locked` on this node fills the cache",
@@ -24,12 +24,17 @@ pub fn run(g: &Global, lock_path: &Path, output: &Path) -> CmdResult {
         )));
     }
     let log = cache.join("logs").join(crate::build::run_stamp()).join("bundle.log");
-    crate::bundle::write(output, &text, &contents, &cache, &log).map_err(Failure::User)?;
-    let size = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
-    if g.json {
-        report::json(&serde_json::json!({ "result": "ok", "bundle": output, "bytes": size, "contents": contents }));
-    } else if !g.quiet {
-        report::bundle_written(output, size, &contents);
+    crate::bundle::write(output, &text, &contents, cache, &log).map_err(Failure::User)?;
+    let doc = Bundled {
+        result: "ok",
+        bundle: output,
+        bytes: std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+        contents: &contents,
+    };
+    if settings.json {
+        report::json_doc(&doc);
+    } else if !settings.quiet {
+        report::bundle::human(&doc);
     }
     Ok(ExitCode::SUCCESS)
 }

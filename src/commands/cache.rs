@@ -3,13 +3,14 @@
 
 use std::process::ExitCode;
 
-use super::{CmdResult, Failure, Session, load_recipes};
+use super::{CmdResult, Failure, load_recipes, read_lock};
 use crate::cache_dir;
-use crate::cli::{CacheAction, Global};
-use crate::report;
+use crate::cli::CacheAction;
+use crate::report::{self, cache as show};
+use crate::settings::Settings;
 
-pub fn run(g: &Global, action: Option<&CacheAction>) -> CmdResult {
-    let cache = Session::cache_dir(g);
+pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
+    let cache = &settings.cache_dir;
     let Some(CacheAction::Clean {
         wheels,
         sources,
@@ -17,20 +18,21 @@ pub fn run(g: &Global, action: Option<&CacheAction>) -> CmdResult {
         keep,
     }) = action
     else {
-        let parts = cache_dir::parts(&cache);
-        if g.json {
-            report::json(&serde_json::json!({ "cache": cache, "parts": parts }));
+        let parts = cache_dir::parts(cache);
+        let doc = show::Parts { cache, parts: &parts };
+        if settings.json {
+            report::json_doc(&doc);
         } else {
-            report::cache_parts(&cache, &parts);
+            show::parts(&doc);
         }
         return Ok(ExitCode::SUCCESS);
     };
     // What the lockfile needs stays, whatever else goes.
     let kept: Vec<String> = match keep {
         Some(path) => {
-            let lock = super::install::read_lock(g, path)?;
-            let set = load_recipes(g)?;
-            crate::bundle::contents(&lock, &set, &cache).0.entries
+            let lock = read_lock(settings, path)?;
+            let set = load_recipes(settings)?;
+            crate::bundle::contents(&lock, &set, cache).0.entries
         }
         None => Vec::new(),
     };
@@ -46,14 +48,19 @@ pub fn run(g: &Global, action: Option<&CacheAction>) -> CmdResult {
     }
     let mut freed = Vec::new();
     for part in parts {
-        let bytes = cache_dir::clean(&cache, part, &kept)
+        let bytes = cache_dir::clean(cache, part, &kept)
             .map_err(|e| Failure::User(format!("cannot clean {}: {e}", cache.join(part).display())))?;
         freed.push((part, bytes));
     }
-    if g.json {
-        report::json(&serde_json::json!({ "cache": cache, "freed": freed, "kept": kept }));
-    } else if !g.quiet {
-        report::cache_cleaned(&cache, &freed, kept.len());
+    let doc = show::Cleaned {
+        cache,
+        freed: &freed,
+        kept: &kept,
+    };
+    if settings.json {
+        report::json_doc(&doc);
+    } else if !settings.quiet {
+        show::cleaned(&doc);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,19 +1,41 @@
 //! `kiln doctor`: machine facts and a status per component, with evidence.
 
-use std::process::ExitCode;
-
-use super::{CmdResult, Session};
-use crate::cli::Global;
-use crate::report;
+use super::{CmdResult, exit, open};
+use crate::report::{self, doctor};
 use crate::resolve::Status;
+use crate::session::Session;
+use crate::settings::Settings;
 
-pub fn run(g: &Global, targets: &[String]) -> CmdResult {
-    let s = Session::open(g, targets)?;
-    if g.json {
-        report::json(&report::doctor_json(&s));
-    } else if !g.quiet {
-        report::doctor_human(&s);
+pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
+    let s = open(settings, targets)?;
+    let doc = doctor::Doctor {
+        machine: machine(&s),
+        components: &s.assessments,
+        torch: s.facts.torch.as_ref(),
+        backends: s.backends(),
+        binaries: doctor::binaries(&s.binaries),
+    };
+    if settings.json {
+        report::json_doc(&doc);
+    } else if !settings.quiet {
+        doctor::human(&doc);
     }
-    let all_ok = s.assessments.iter().all(|a| a.status == Status::Ok);
-    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(exit(s.assessments.iter().all(|a| a.status == Status::Ok)))
+}
+
+/// The machine section of the report.
+fn machine(s: &Session) -> doctor::Machine<'_> {
+    let python = doctor::Interpreter {
+        path: &s.python,
+        chosen_by: s.python_source,
+        version: &s.facts.python.version,
+        prefix: &s.facts.python.prefix,
+    };
+    doctor::Machine::new(
+        python,
+        &s.machine,
+        (&s.archs, &s.arch_source),
+        &s.set.origin,
+        s.probe_cache,
+    )
 }

@@ -1,25 +1,16 @@
 //! `kiln plan`: what `install` would do, in order, and why.
 
-use std::process::ExitCode;
-
-use super::{CmdResult, Session};
-use crate::cli::Global;
+use super::{CmdResult, conflict, exit, open};
 use crate::report;
+use crate::settings::Settings;
 
-pub fn run(g: &Global, targets: &[String]) -> CmdResult {
-    let s = Session::open(g, targets)?;
-    let plan = match s.plan(g) {
-        Ok(p) => p,
-        Err(conflict) => return Err(super::conflict(g, &conflict)),
-    };
-    if g.json {
+pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
+    let s = open(settings, targets)?;
+    let plan = s.plan(settings).map_err(|c| conflict(settings, &c))?;
+    if settings.json {
         report::json(&plan);
-    } else if !g.quiet {
-        report::plan_human(&s, &plan);
+    } else if !settings.quiet {
+        report::plan::human(&plan, &s.python, &s.facts.python.version);
     }
-    Ok(if plan.is_blocked() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit(!plan.is_blocked()))
 }

@@ -3,19 +3,18 @@
 use std::process::ExitCode;
 
 use super::{CmdResult, Failure, load_recipes};
-use crate::cli::Global;
-use crate::report;
+use crate::report::{self, recipes};
+use crate::settings::Settings;
 
-pub fn run(g: &Global, name: Option<&str>) -> CmdResult {
-    let set = load_recipes(g)?;
+pub fn run(settings: &Settings, name: Option<&str>) -> CmdResult {
+    let set = load_recipes(settings)?;
     match name {
         None => {
-            if g.json {
-                report::json(
-                    &serde_json::json!({ "origin": set.origin, "recipes": set.recipes.values().collect::<Vec<_>>() }),
-                );
+            let list = recipes::List::of(&set);
+            if settings.json {
+                report::json_doc(&list);
             } else {
-                report::recipes_list(&set);
+                recipes::list(&list);
             }
         }
         Some(n) => {
@@ -26,10 +25,10 @@ pub fn run(g: &Global, name: Option<&str>) -> CmdResult {
                     .unwrap_or_default();
                 return Err(Failure::Usage(format!("no recipe named `{n}`{hint}")));
             };
-            if g.json {
+            if settings.json {
                 report::json(r);
             } else {
-                report::recipe_show(r);
+                recipes::show(r);
             }
         }
     }

@@ -2,20 +2,20 @@
 //! build fingerprints and smoke tests, for the installed components (or those named). It
 //! plans and changes nothing.
 
-use std::process::ExitCode;
+use super::{CmdResult, Failure, exit, open};
+use crate::report::{self, verify};
+use crate::resolve::{Assessment, Status};
+use crate::settings::Settings;
 
-use super::{CmdResult, Failure, Session};
-use crate::cli::Global;
-use crate::report;
-use crate::resolve::Status;
-
-pub fn run(g: &Global, targets: &[String]) -> CmdResult {
-    let mut g = g.clone();
-    g.refresh = true;
-    let s = Session::open(&g, targets)?;
+pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
+    let settings = Settings {
+        refresh: true,
+        ..settings.clone()
+    };
+    let s = open(&settings, targets)?;
     // Without targets: what is installed. With targets: them and what they need, installed or
     // not (a missing one is a failed proof).
-    let checked: Vec<&crate::resolve::Assessment> = s
+    let checked: Vec<&Assessment> = s
         .assessments
         .iter()
         .filter(|a| !targets.is_empty() || a.version.is_some())
@@ -26,11 +26,13 @@ pub fn run(g: &Global, targets: &[String]) -> CmdResult {
                 .into(),
         ));
     }
-    if g.json {
-        report::json(&serde_json::json!({ "components": checked, "probe_cache": s.probe_cache }));
-    } else if !g.quiet {
-        report::verified(&checked);
+    if settings.json {
+        report::json_doc(&verify::Verified {
+            components: &checked,
+            probe_cache: s.probe_cache,
+        });
+    } else if !settings.quiet {
+        verify::human(&checked);
     }
-    let all_ok = checked.iter().all(|a| a.status == Status::Ok);
-    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(exit(checked.iter().all(|a| a.status == Status::Ok)))
 }

@@ -80,7 +80,7 @@ pub struct BuildRecord {
     #[serde(default)]
     pub wheel_sha256: Option<String>,
     #[serde(default)]
-    pub archs: Vec<String>,
+    pub archs: Vec<crate::arch::Arch>,
     #[serde(default)]
     pub cuda: Option<String>,
     /// Fingerprints of the dependencies it links against (`abi = true`), by component.

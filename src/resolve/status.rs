@@ -13,8 +13,7 @@ use pep440_rs::Version;
 use serde::Serialize;
 
 use crate::arch::Arch;
-use crate::arch::run::runs_on;
-use crate::probe::binaries::Binaries;
+use crate::probe::binaries::{Binaries, runs_on};
 use crate::probe::python::{ImportResult, PythonFacts};
 use crate::probe::smoke::SmokeResult;
 use crate::probe::{MachineFacts, normalize};

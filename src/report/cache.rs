@@ -1,0 +1,61 @@
+//! `kiln cache` and `kiln cache clean`: the cache's parts with their sizes, and what cleaning
+//! freed. It deliberately ignores what is inside an entry.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::megabytes;
+use crate::cache_dir::Part;
+
+/// What `kiln cache --json` prints (through [`super::json_doc`]).
+#[derive(Debug, Serialize)]
+pub struct Parts<'a> {
+    pub cache: &'a Path,
+    pub parts: &'a [Part],
+}
+
+/// What `kiln cache clean --json` prints (through [`super::json_doc`]).
+#[derive(Debug, Serialize)]
+pub struct Cleaned<'a> {
+    pub cache: &'a Path,
+    /// Bytes freed, by part.
+    pub freed: &'a [(&'a str, u64)],
+    /// The entries a lockfile needs, kept.
+    pub kept: &'a [String],
+}
+
+/// The parts, for a person.
+pub fn parts(p: &Parts) {
+    println!("{}", p.cache.display());
+    for part in p.parts {
+        println!(
+            "  {:8} {:>10}  {:>5} entries  {}",
+            part.name,
+            megabytes(part.bytes),
+            part.entries,
+            part.what
+        );
+    }
+    let total: u64 = p.parts.iter().map(|p| p.bytes).sum();
+    println!("  total    {:>10}", megabytes(total));
+}
+
+/// What cleaning freed, for a person.
+pub fn cleaned(c: &Cleaned) {
+    for (part, bytes) in c.freed {
+        println!("cleaned {part}: {}", megabytes(*bytes));
+    }
+    let total: u64 = c.freed.iter().map(|(_, b)| b).sum();
+    let kept = c.kept.len();
+    println!(
+        "freed {} in {}{}",
+        megabytes(total),
+        c.cache.display(),
+        if kept > 0 {
+            format!("; kept the {kept} entries the lockfile needs")
+        } else {
+            String::new()
+        }
+    );
+}

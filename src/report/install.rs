@@ -1,0 +1,179 @@
+//! `kiln install`: what was built, installed and verified (or what failed, the command, its
+//! log and how the environment was put back), and with `--locked` how the result compares with
+//! the lock. [`Install`] is the `--json` document. It deliberately ignores progress while the
+//! build runs (that is [`super::progress`]).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::build::{BuildFailure, Outcome};
+use crate::lock::Difference;
+use crate::resolve::{Plan, Step};
+
+/// What `kiln install --json` prints (as its [`document`]).
+#[derive(Debug, Serialize)]
+#[serde(tag = "result")]
+pub enum Install<'a> {
+    /// A step is blocked or unsupported: nothing was changed.
+    #[serde(rename = "blocked")]
+    Blocked { plan: &'a Plan },
+    /// Every component was ok already.
+    #[serde(rename = "nothing to do")]
+    NothingToDo { built: usize, steps: &'a [Step] },
+    /// Every step was carried out and verified.
+    #[serde(rename = "ok")]
+    Done {
+        logs: &'a Path,
+        timings: &'a Path,
+        outcomes: &'a [Outcome],
+    },
+    /// A step failed; the environment was put back for it.
+    #[serde(rename = "failed")]
+    Failed {
+        logs: &'a Path,
+        timings: &'a Path,
+        outcomes: &'a [Outcome],
+        failure: Failed<'a>,
+        more_failures: Vec<Failed<'a>>,
+    },
+    /// `--dry-run`: the plan itself.
+    #[serde(untagged)]
+    Plan(&'a Plan),
+}
+
+/// One failed step, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub struct Failed<'a> {
+    pub name: &'a str,
+    pub phase: &'a str,
+    pub message: &'a str,
+    pub command: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub log: Option<&'a Path>,
+    pub tail: Option<&'a [String]>,
+    pub restored: &'a str,
+    pub hint: Option<&'a str>,
+}
+
+impl<'a> Failed<'a> {
+    pub fn of(f: &'a BuildFailure) -> Failed<'a> {
+        let c = f.command.as_deref();
+        Failed {
+            name: &f.name,
+            phase: f.phase,
+            message: &f.message,
+            command: c.map(|c| c.command.as_str()),
+            status: c.map(|c| c.status.as_str()),
+            log: c.map(|c| c.log.as_path()),
+            tail: c.map(|c| c.tail.as_slice()),
+            restored: &f.restored,
+            hint: f.hint.as_deref(),
+        }
+    }
+}
+
+/// How the environment compares with the lock after `install --locked`.
+#[derive(Debug, Serialize)]
+pub struct LockCheck<'a> {
+    pub file: &'a Path,
+    pub reproduced: bool,
+    pub differences: &'a [Difference],
+}
+
+/// The JSON document of `doc`: keys in name order at every level, as [`super::json_doc`]
+/// prints them.
+pub fn document(doc: &Install) -> serde_json::Value {
+    serde_json::to_value(doc).unwrap_or_default()
+}
+
+/// Prints a [`document`], with `--locked` the comparison with the lock under `lock`.
+pub fn json(mut doc: serde_json::Value, lock: Option<&LockCheck>) {
+    if let Some(l) = lock {
+        doc["lock"] = serde_json::to_value(l).unwrap_or_default();
+    }
+    super::json(&doc);
+}
+
+pub fn nothing_to_do(plan: &Plan) {
+    println!(
+        "nothing to do: all {} components are ok; built nothing",
+        plan.steps.len()
+    );
+}
+
+/// The steps carried out, for a person.
+pub fn done(outcomes: &[Outcome], logs: &Path) {
+    let changed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result == "done").collect();
+    for o in &changed {
+        println!(
+            "{:9} {} ({:.1} s){}",
+            o.action.as_str(),
+            o.name,
+            o.seconds,
+            o.source.as_deref().map(|s| format!(" from {s}")).unwrap_or_default()
+                + if o.from_cache { ", wheel from the cache" } else { "" }
+        );
+        if let Some(n) = &o.note {
+            println!("          note: {n}");
+        }
+    }
+    println!(
+        "installed and verified {} component{}; kept {}; logs in {} (timings.html: where the time went)",
+        changed.len(),
+        if changed.len() == 1 { "" } else { "s" },
+        outcomes.len() - changed.len(),
+        logs.display()
+    );
+}
+
+/// What was done before the failure (stdout), and each failure in full (stderr).
+pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
+    for o in outcomes.iter().filter(|o| o.result == "done") {
+        println!("{:9} {} ({:.1} s)", o.action.as_str(), o.name, o.seconds);
+    }
+    for (i, f) in failures.iter().enumerate() {
+        if i > 0 {
+            eprintln!();
+        }
+        eprintln!("error: {} failed during {}", f.name, f.phase);
+        eprintln!("  {}", f.message);
+        if let Some(c) = &f.command {
+            eprintln!("  command: {}", c.command);
+            eprintln!("  status:  {}", c.status);
+            eprintln!("  log:     {}", c.log.display());
+            if !c.tail.is_empty() {
+                eprintln!("  last lines:");
+                for l in &c.tail {
+                    eprintln!("    | {l}");
+                }
+            }
+        }
+        eprintln!("  environment: {}", f.restored);
+        if let Some(h) = &f.hint {
+            eprintln!("\nhint: {h}");
+        }
+    }
+}
+
+/// The environment against the lock, after `install --locked`: notes on stdout, differences
+/// that fail the reproduction on stderr.
+pub fn lock_compared(path: &Path, locked: usize, differences: &[Difference]) {
+    let failures: Vec<_> = differences.iter().filter(|d| !d.note_only).collect();
+    for d in differences.iter().filter(|d| d.note_only) {
+        println!("note: {d} (a rebuild is not bit-for-bit identical)");
+    }
+    if failures.is_empty() {
+        println!(
+            "reproduced {}: {locked} component{} match it",
+            path.display(),
+            if locked == 1 { "" } else { "s" }
+        );
+    } else {
+        eprintln!("error: the environment differs from {}:", path.display());
+        for d in failures {
+            eprintln!("  - {d}");
+        }
+        eprintln!("  `kiln plan` shows why kiln chose otherwise; `kiln lock` records the environment as it is now");
+    }
+}

@@ -1,0 +1,45 @@
+//! `kiln plan` (and `install --dry-run`, and a blocked install): each step in order with its
+//! reason and build environment, then what the plan would do. `--json` prints the
+//! [`Plan`] itself. It deliberately ignores how the plan was made.
+
+use std::path::Path;
+
+use crate::resolve::Plan;
+
+/// The plan for `python` (Python `version`), for a person.
+pub fn human(plan: &Plan, python: &Path, version: &str) {
+    let archs: Vec<String> = plan.archs.iter().map(|a| a.to_string()).collect();
+    let target = if archs.is_empty() {
+        "no arch".to_string()
+    } else {
+        archs.join(", ")
+    };
+    println!("plan for {} (target {target}, python {version})", python.display());
+    let w = plan.steps.iter().map(|st| st.name.len()).max().unwrap_or(4);
+    for (i, st) in plan.steps.iter().enumerate() {
+        let name = if st.features.is_empty() {
+            st.name.clone()
+        } else {
+            format!("{}[{}]", st.name, st.features.join(","))
+        };
+        let ver = st.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+        let head = format!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
+        println!("{}", head.trim_end());
+        println!("       {}", st.reason);
+        for (k, v) in &st.env {
+            println!("       {k}={v}");
+        }
+    }
+    let changes = plan.changes();
+    println!();
+    if plan.is_blocked() {
+        println!("blocked: fix the steps marked blocked/unsupported first; `kiln install` would change nothing");
+    } else if changes == 0 {
+        println!("nothing to do: every component is ok");
+    } else {
+        println!(
+            "{changes} step{} would change the environment",
+            if changes == 1 { "" } else { "s" }
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! A session and a lockfile: what `kiln lock` records of a proven environment, and the pieces
+//! of `kiln install --locked` (the lock's targets and archs, pinning the recipes, marking what
+//! was built from another source stale, comparing the result with the lock). It deliberately
+//! ignores reading and writing the file (that is `lock`) and what is printed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{Session, SessionError};
+use crate::arch::Arch;
+use crate::lock::{self, Difference, Environment, Lock, Locked};
+use crate::recipe::{Kind, RecipeSet};
+use crate::resolve::Status;
+
+/// Why `kiln lock` writes nothing.
+#[derive(Debug)]
+pub enum Unlockable {
+    /// Components in scope that are not proven, one line each.
+    NotProven(Vec<String>),
+    /// No component kiln knows is installed.
+    Nothing,
+}
+
+/// The targets of a locked install: the lock's components (or those named, which must be in
+/// it), each pinned to its locked version.
+pub fn targets(lock: &Lock, targets: &[String], path: &Path) -> Result<Vec<String>, SessionError> {
+    if targets.is_empty() {
+        return Ok(lock.components.iter().map(Locked::target).collect());
+    }
+    targets
+        .iter()
+        .map(|t| {
+            let req = super::targets::requirement(t)?;
+            if req.version_or_url.is_some() {
+                return Err(SessionError::Usage(format!(
+                    "`{t}`: with --locked the version comes from {}; name the component only",
+                    path.display()
+                )));
+            }
+            let name = req.name.to_string();
+            let mut locked = lock
+                .components
+                .iter()
+                .find(|c| c.name == name)
+                .cloned()
+                .ok_or_else(|| {
+                    SessionError::Usage(format!(
+                        "{name} is not in {}; `kiln lock {name}` adds it",
+                        path.display()
+                    ))
+                })?;
+            // The features it was locked with, and any the user names besides.
+            for e in req.extras.iter().map(|e| e.to_string()) {
+                if !locked.features.contains(&e) {
+                    locked.features.push(e);
+                }
+            }
+            Ok(locked.target())
+        })
+        .collect()
+}
+
+/// The archs of a locked install: the lock's, or `given` (`--arch`) when it names the same.
+pub fn archs(lock: &Lock, given: Option<&[Arch]>, path: &Path) -> Result<Option<Vec<Arch>>, SessionError> {
+    let locked = &lock.environment.archs;
+    let join = |a: &[Arch]| a.iter().map(Arch::to_string).collect::<Vec<_>>().join(",");
+    match given {
+        None if locked.is_empty() => Ok(None),
+        None => Ok(Some(locked.clone())),
+        Some(a) if a == locked.as_slice() => Ok(Some(a.to_vec())),
+        Some(a) => Err(SessionError::Usage(format!(
+            "--arch {} differs from the archs {} locked them for ({}); leave --arch out to use the lock's",
+            join(a),
+            path.display(),
+            join(locked)
+        ))),
+    }
+}
+
+/// Pins the recipes to the lock's sources ([`lock::pin_sources`]).
+pub fn pin(set: &mut RecipeSet, lock: &Lock, path: &Path) -> Result<(), SessionError> {
+    lock::pin_sources(set, lock).map_err(|problems| {
+        SessionError::Lock(format!(
+            "{} cannot be reproduced with these recipes:\n  - {}\n  use the recipes it was made with (--recipes DIR), or install from these and write a new lock with `kiln lock`",
+            path.display(),
+            problems.join("\n  - ")
+        ))
+    })
+}
+
+impl Session {
+    /// What is installed for component `name`, as a lock would record it.
+    pub fn locked(&self, name: &str) -> Option<Locked> {
+        self.installed(name).map(|d| Locked::of(name, d))
+    }
+
+    /// The lock of this environment: every installed Python component in scope, each `ok`.
+    /// `named`: the user named the targets, so a target that is not installed is refused too.
+    pub fn lock(&self, named: bool) -> Result<Lock, Unlockable> {
+        let targets: Vec<&str> = self.request.targets.iter().map(|(n, _)| n.as_str()).collect();
+        let mut components = Vec::new();
+        let mut refused = Vec::new();
+        for a in &self.assessments {
+            let Some(r) = self.set.get(&a.name).filter(|r| r.kind == Kind::Python) else {
+                continue;
+            };
+            match (self.installed(&r.name), a.status) {
+                (Some(dist), Status::Ok) => components.push(Locked::of(&a.name, dist)),
+                (Some(_), status) => refused.push(format!("{} is {}: {}", a.name, status.as_str(), a.evidence)),
+                // Asked for by name, yet absent: that is not a proven environment either.
+                (None, _) if named && targets.contains(&a.name.as_str()) => {
+                    refused.push(format!("{} is not installed", a.name))
+                }
+                (None, _) => {}
+            }
+        }
+        if !refused.is_empty() {
+            return Err(Unlockable::NotProven(refused));
+        }
+        if components.is_empty() {
+            return Err(Unlockable::Nothing);
+        }
+        // Name order, as Cargo.lock does: a lock diff then shows what changed, not what moved.
+        components.sort_by(|a: &Locked, b: &Locked| a.name.cmp(&b.name));
+        let cuda = self.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string());
+        Ok(Lock {
+            format: lock::FORMAT,
+            environment: Environment::of(&self.facts, &self.archs, cuda),
+            components,
+        })
+    }
+
+    /// Extensions are built per Python version: the lock's minor version must be this one.
+    pub fn check_python(&self, lock: &Lock, path: &Path) -> Result<(), SessionError> {
+        let minor = |v: &str| v.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+        if minor(&self.facts.python.version) == minor(&lock.environment.python) {
+            return Ok(());
+        }
+        Err(SessionError::Lock(format!(
+            "{} was made with Python {}; {} is Python {} (extensions are built per Python version); pass --python with a Python {} interpreter, or write a lock for this one with `kiln lock`",
+            path.display(),
+            lock.environment.python,
+            self.python.display(),
+            self.facts.python.version,
+            minor(&lock.environment.python)
+        )))
+    }
+
+    /// A component that is ok at the locked version but was built from another source than the
+    /// lock names is stale: the plan rebuilds it from the locked source.
+    pub fn mark_other_sources_stale(&mut self, lock: &Lock, path: &Path) {
+        let found: BTreeMap<String, Locked> = lock
+            .components
+            .iter()
+            .filter_map(|c| self.locked(&c.name).map(|l| (c.name.clone(), l)))
+            .collect();
+        for a in self.assessments.iter_mut().filter(|a| a.status == Status::Ok) {
+            let (Some(want), Some(have)) = (lock.components.iter().find(|c| c.name == a.name), found.get(&a.name))
+            else {
+                continue;
+            };
+            if want.source != lock::NOT_BY_KILN
+                && have.public_version() == want.public_version()
+                && have.source != want.source
+            {
+                a.status = Status::Stale;
+                a.evidence = format!("built from `{}`; {} has `{}`", have.source, path.display(), want.source);
+            }
+        }
+    }
+
+    /// The part of the lock in this session's scope (named targets reproduce part of it: those
+    /// and what they need), how many components that is, and each field that differs.
+    pub fn compare(&self, lock: &Lock) -> (usize, Vec<Difference>) {
+        let found: BTreeMap<String, Locked> = lock
+            .components
+            .iter()
+            .filter_map(|c| self.locked(&c.name).map(|l| (c.name.clone(), l)))
+            .collect();
+        let mut part = lock.clone();
+        part.components.retain(|c| self.scope.iter().any(|(n, _)| *n == c.name));
+        (part.components.len(), lock::differences(&part, &found))
+    }
+}

@@ -1,0 +1,137 @@
+//! The session: the pipeline as plain data. [`Session::open`] reads the machine and one
+//! interpreter (through the probe cache), runs the smoke tests that can run here, and assesses
+//! every component in scope; [`Session::plan`] solves and plans; [`Session::execute`] carries a
+//! plan out. `kiln install --locked` and `kiln lock` find their pieces in [`locked`].
+//!
+//! Everything here is data in, data out: the commands decide what to print and `report` prints
+//! it. It deliberately ignores the terminal, argument text (it reads [`Settings`]) and how
+//! results are shown, and it never prints.
+
+mod evidence;
+pub mod locked;
+mod plan;
+mod run;
+pub mod targets;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::arch::Arch;
+use crate::probe::binaries::Binaries;
+use crate::probe::cache::CacheUse;
+use crate::probe::python::{self, PythonFacts};
+use crate::probe::smoke::SmokeResult;
+use crate::probe::{self, MachineFacts};
+use crate::recipe::RecipeSet;
+use crate::resolve::backends::{self, BackendVerdict};
+use crate::resolve::{self, Assessment};
+use crate::settings::Settings;
+
+pub use run::Executed;
+
+/// Why a session could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// What the user wrote cannot be used (a target that names nothing kiln knows, an
+    /// `--arch` that contradicts the lock): a usage error.
+    #[error("{0}")]
+    Usage(String),
+    /// No interpreter to inspect.
+    #[error("{0}")]
+    Python(String),
+    /// The probe of the interpreter could not run.
+    #[error("{0}")]
+    Probe(String),
+    /// A lockfile cannot be reproduced here (other recipes, another Python).
+    #[error("{0}")]
+    Lock(String),
+}
+
+/// Everything a status-or-plan command needs, probed once.
+pub struct Session {
+    pub set: RecipeSet,
+    pub python: PathBuf,
+    /// What chose the interpreter (`--python`, `VIRTUAL_ENV`, `python3 on PATH`).
+    pub python_source: &'static str,
+    pub machine: MachineFacts,
+    pub archs: Vec<Arch>,
+    /// Where the target archs came from (`--arch`, or the GPUs found).
+    pub arch_source: String,
+    /// The targets and everything they need, with features.
+    pub scope: Vec<(String, Vec<String>)>,
+    /// What the user asked for, for the solver.
+    pub request: resolve::solve::Request,
+    pub facts: PythonFacts,
+    pub binaries: BTreeMap<String, Binaries>,
+    /// Smoke tests that ran, by component.
+    pub smoke: BTreeMap<String, SmokeResult>,
+    /// The target archs a GPU here has (smoke tests run only for these).
+    pub smoke_archs: Vec<Arch>,
+    pub assessments: Vec<Assessment>,
+    /// Whether the Python facts came from the probe cache.
+    pub probe_cache: CacheUse,
+}
+
+impl Session {
+    /// Opens a session on the recipes `set` for `targets` (every recipe when empty): chooses the
+    /// interpreter, reads the machine and the interpreter's facts (from the probe cache unless
+    /// `settings.refresh`), and assesses each component in scope.
+    pub fn open(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
+        let (wanted, pins) = targets::parse(&set, targets)?;
+        let (python, python_source) = python::choose(settings.python.as_deref()).map_err(SessionError::Python)?;
+        let machine = probe::cache::machine_facts(&settings.cache_dir, settings.refresh, probe::machine::probe);
+        let (archs, arch_source) = match &settings.archs {
+            Some(a) => (a.clone(), "--arch".to_string()),
+            None => (machine.gpu_archs(), format!("GPUs ({})", machine.gpu_source)),
+        };
+        let scope = set.closure(&wanted);
+        let found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
+        let mut s = Session {
+            set,
+            python,
+            python_source,
+            machine,
+            archs,
+            arch_source,
+            scope,
+            request: resolve::solve::Request {
+                targets: wanted,
+                pins,
+                allow_replace: settings.allow_replace.iter().cloned().collect(),
+            },
+            facts: found.probed.facts,
+            binaries: found.probed.binaries,
+            smoke: found.probed.smoke,
+            smoke_archs: found.smoke_archs,
+            assessments: Vec::new(),
+            probe_cache: found.cache_use,
+        };
+        s.assessments = s.assess(&s.facts, &s.scope);
+        Ok(s)
+    }
+
+    /// The installed distribution of component `name`, if any.
+    pub fn installed(&self, name: &str) -> Option<&python::Dist> {
+        let dist = self.set.get(name)?.dist.as_deref()?;
+        self.facts.dists.get(&probe::normalize(dist))
+    }
+
+    /// Verdicts for the runtime backends of the consumers in scope.
+    pub fn backends(&self) -> Vec<BackendVerdict> {
+        backends::verdicts(&self.set, &self.machine, &self.assessments, &self.scope, &self.archs)
+    }
+
+    /// The components in `scope`, judged on `facts` and this session's binaries and smoke tests.
+    fn assess(&self, facts: &PythonFacts, scope: &[(String, Vec<String>)]) -> Vec<Assessment> {
+        let evidence = resolve::status::Evidence {
+            set: &self.set,
+            machine: &self.machine,
+            python: facts,
+            binaries: &self.binaries,
+            archs: &self.archs,
+            smoke: &self.smoke,
+            smoke_archs: &self.smoke_archs,
+        };
+        resolve::status::assess(&evidence, scope)
+    }
+}

@@ -1,0 +1,93 @@
+//! Planning in a session: choose versions with the solver, widen the scope to installed
+//! components the solution replaces (proving those too), plan, and — offline — block every
+//! step whose source the cache lacks, before anything runs. It deliberately ignores carrying
+//! the plan out.
+
+use super::Session;
+use crate::resolve::solve::{self, Conflict, Solution};
+use crate::resolve::{self, Action, Assessment, Plan, PlanOptions};
+use crate::settings::Settings;
+
+impl Session {
+    /// Chooses versions, then plans. A conflict comes back with its explanation.
+    pub fn plan(&self, settings: &Settings) -> Result<Plan, Conflict> {
+        let mut solution = solve::solve(&self.set, &self.facts, &self.request)?;
+        // Installed components outside the targets' closure whose version the solver changed
+        // (allowed by --allow-replace) are part of the plan too.
+        let mut scope = self.scope.clone();
+        let changed: Vec<(String, Vec<String>)> = solution
+            .chosen
+            .iter()
+            .filter(|(name, v)| {
+                !scope.iter().any(|(n, _)| n == *name)
+                    && self
+                        .installed(name)
+                        .is_some_and(|d| d.version.split('+').next() != Some(v.as_str()))
+            })
+            .map(|(n, _)| (n.clone(), Vec::new()))
+            .collect();
+        if !changed.is_empty() {
+            let mut all = scope.clone();
+            all.extend(changed.iter().cloned());
+            scope = self.set.closure(&all);
+        }
+        let names: Vec<String> = scope.iter().map(|(n, _)| n.clone()).collect();
+        solve::explain_not_newest(&self.set, &self.facts, &self.request, &mut solution, &names);
+        if changed.is_empty() {
+            return Ok(self.plan_with(settings, &solution, &scope, &self.assessments));
+        }
+        // Prove the extra components too (a rare path: no cache).
+        let imports = resolve::status::imports_for(&self.set, &scope);
+        let assessments = match crate::probe::python::probe(&self.python, &imports, settings.import_timeout) {
+            Ok(facts) => self.assess(&facts, &scope),
+            Err(e) => {
+                return Err(Conflict {
+                    because: vec![format!("cannot probe the environment again: {e}")],
+                    ways_out: Vec::new(),
+                });
+            }
+        };
+        Ok(self.plan_with(settings, &solution, &scope, &assessments))
+    }
+
+    fn plan_with(
+        &self,
+        settings: &Settings,
+        solution: &Solution,
+        scope: &[(String, Vec<String>)],
+        assessments: &[Assessment],
+    ) -> Plan {
+        let mut plan = resolve::plan::make(
+            &self.set,
+            &self.machine,
+            scope,
+            assessments,
+            solution,
+            &PlanOptions {
+                archs: self.archs.clone(),
+                jobs: settings.jobs,
+                python: self.python.display().to_string(),
+            },
+        );
+        if settings.offline {
+            self.block_uncached(&mut plan, settings);
+        }
+        plan
+    }
+
+    /// Offline, a step whose source the cache lacks is blocked now, not after the steps before
+    /// it have run: that source cannot be had.
+    fn block_uncached(&self, plan: &mut Plan, settings: &Settings) {
+        for step in plan.steps.iter_mut().filter(|s| s.action.changes()) {
+            let missing = self
+                .set
+                .get(&step.name)
+                .and_then(|r| r.source_of(step.version.as_deref()))
+                .and_then(|src| crate::build::source::cached(src, &settings.cache_dir).err());
+            if let Some(why) = missing {
+                step.action = Action::Blocked;
+                step.reason = format!("{}; offline: {why}", step.reason);
+            }
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Carrying out a plan in a session: the build context from the session and the settings, the
+//! step logs under a fresh run directory, and the event log (`events.jsonl`) beside them, teed
+//! with the caller's progress reporter. It deliberately ignores drawing anything from the
+//! events (the timings report is `report`'s).
+
+use std::path::PathBuf;
+
+use super::Session;
+use crate::build::{self, Context, Reporter, RunReport, events, install::Installer};
+use crate::resolve::Plan;
+use crate::settings::Settings;
+
+/// What [`Session::execute`] did, and where it left its records.
+pub struct Executed {
+    pub report: RunReport,
+    /// The run's log directory: step logs and `events.jsonl`.
+    pub logs: PathBuf,
+    /// The event log (absent when it could not be created).
+    pub events: PathBuf,
+}
+
+impl Session {
+    /// Builds, installs and verifies every changing step of `plan`, telling `progress` (and
+    /// the event log) as it goes.
+    pub fn execute(&self, settings: &Settings, plan: &Plan, progress: &(dyn Reporter + Sync)) -> Executed {
+        let cache = settings.cache_dir.clone();
+        let logs = cache.join("logs").join(build::run_stamp());
+        let cx = Context {
+            set: &self.set,
+            machine: &self.machine,
+            python: self.python.clone(),
+            cache,
+            logs: logs.clone(),
+            installer: Installer::detect().offline(settings.offline),
+            jobs: settings.jobs,
+            import_timeout: settings.import_timeout,
+            facts: &self.facts,
+            offline: settings.offline,
+        };
+        let events_path = logs.join("events.jsonl");
+        let report = match events::EventLog::create(&events_path) {
+            Ok(log) => build::execute(plan, &cx, &events::Tee(progress, &log)),
+            Err(_) => build::execute(plan, &cx, progress),
+        };
+        Executed {
+            report,
+            logs,
+            events: events_path,
+        }
+    }
+}

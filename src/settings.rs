@@ -1,0 +1,120 @@
+//! Settings: everything the command line decides, typed once. `cli` builds a [`Settings`] from
+//! the parsed arguments (and the environment variables clap reads); the session and the
+//! commands read it and never look at argument text again: archs are [`Arch`]es, time limits
+//! are [`Duration`]s, the cache directory is resolved to an absolute path.
+//!
+//! It deliberately ignores what the settings are for (which command runs, what the recipes
+//! say) and knows nothing of clap.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::arch::Arch;
+
+/// The lockfile's name when none is given.
+pub const DEFAULT_LOCK_FILE: &str = "kiln.lock";
+
+/// The bundle's name when none is given.
+pub const DEFAULT_BUNDLE_FILE: &str = "kiln-bundle.tar";
+
+/// What the user asked for, for every command.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--python`: the interpreter to inspect and install into (default: chosen by the probe).
+    pub python: Option<PathBuf>,
+    /// `--arch`, parsed: the target archs (`None`: the GPUs found).
+    pub archs: Option<Vec<Arch>>,
+    /// `--recipes`: a recipe directory instead of the embedded recipes.
+    pub recipes: Option<PathBuf>,
+    /// kiln's cache directory, absolute.
+    pub cache_dir: PathBuf,
+    /// `--jobs`: compile jobs per build (default: what CPUs and memory allow).
+    pub jobs: Option<usize>,
+    /// The time limit for each import the probe tries (and for each smoke test); at least 1 s.
+    pub import_timeout: Duration,
+    /// Probe again even if nothing changed.
+    pub refresh: bool,
+    /// Installed components kiln may replace.
+    pub allow_replace: Vec<String>,
+    /// Use only what the caches hold.
+    pub offline: bool,
+    /// Print JSON on stdout.
+    pub json: bool,
+    /// Spinners and bars (off: plain progress lines).
+    pub progress: bool,
+    /// Print only errors.
+    pub quiet: bool,
+}
+
+impl Settings {
+    /// Settings with every default: no flags given, the cache directory resolved as
+    /// [`cache_dir`] does.
+    pub fn new() -> Settings {
+        Settings {
+            python: None,
+            archs: None,
+            recipes: None,
+            cache_dir: cache_dir(None),
+            jobs: None,
+            import_timeout: import_timeout(120),
+            refresh: false,
+            allow_replace: Vec::new(),
+            offline: false,
+            json: false,
+            progress: true,
+            quiet: false,
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings::new()
+    }
+}
+
+/// The per-import time limit for `secs` seconds (0 counts as 1: a limit of nothing would fail
+/// every import).
+pub fn import_timeout(secs: u64) -> Duration {
+    Duration::from_secs(secs.max(1))
+}
+
+/// The cache directory: `given` (`--cache-dir` or `KILN_CACHE_DIR`), else
+/// `$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`. Always absolute: builds run in other
+/// directories.
+pub fn cache_dir(given: Option<&Path>) -> PathBuf {
+    let dir = cache_dir_as_given(given);
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
+fn cache_dir_as_given(given: Option<&Path>) -> PathBuf {
+    if let Some(d) = given {
+        return d.to_path_buf();
+    }
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("kiln");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cache").join("kiln"),
+        None => std::env::temp_dir().join("kiln-cache"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_cache_dir_wins_and_comes_back_absolute() {
+        let d = cache_dir(Some(Path::new("rel/cache")));
+        assert!(d.is_absolute());
+        assert!(d.ends_with("rel/cache"));
+        assert!(cache_dir(None).is_absolute());
+    }
+
+    #[test]
+    fn an_import_time_limit_is_at_least_a_second() {
+        assert_eq!(import_timeout(0), Duration::from_secs(1));
+        assert_eq!(import_timeout(120), Duration::from_secs(120));
+    }
+}
