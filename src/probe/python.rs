@@ -280,105 +280,82 @@ struct Run {
 }
 
 fn run_once(py: &str, imports: &[String], per_import: Duration) -> Result<Run, ProbeError> {
-    use std::io::{BufRead, BufReader};
-    use std::sync::Arc;
-    use std::sync::mpsc;
+    use crate::process::{Cmd, Exit, Next};
 
     let request = serde_json::json!({ "imports": imports }).to_string();
-    // An empty directory as cwd, so that nothing in the user's cwd shadows a package.
-    let reader = duct::cmd(py, ["-I", "-B", "-c", SCRIPT])
-        .dir(std::env::temp_dir())
-        .stdin_bytes(request)
-        .stderr_capture()
-        .unchecked()
-        .reader()
-        .map_err(|source| ProbeError::Spawn {
-            python: py.to_string(),
-            source,
-        })?;
-    let reader = Arc::new(reader);
-    let (tx, rx) = mpsc::channel::<String>();
-    let r2 = Arc::clone(&reader);
-    let thread = std::thread::spawn(move || {
-        for line in BufReader::new(&*r2).lines() {
-            match line {
-                Ok(l) => {
-                    if tx.send(l).is_err() {
-                        break;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-    });
     let mut run = Run {
         results: BTreeMap::new(),
         stopped: None,
         final_: None,
     };
     let mut current: Option<String> = None;
+    let mut bad_answer: Option<String> = None;
     // Listing distributions before the first import gets a generous limit of its own.
     let mut limit = per_import.max(Duration::from_secs(60));
-    loop {
-        match rx.recv_timeout(limit) {
-            Ok(line) => {
-                let v: serde_json::Value = match serde_json::from_str(&line) {
-                    Ok(v) => v,
-                    Err(_) => continue, // not ours (a module wrote to the real stdout)
-                };
-                if let Some(m) = v.get("start").and_then(|m| m.as_str()) {
-                    current = Some(m.to_string());
-                    limit = per_import;
-                } else if let (Some(m), Some(o)) = (v.get("result").and_then(|m| m.as_str()), v.get("outcome")) {
-                    if let Ok(res) = serde_json::from_value::<ImportResult>(o.clone()) {
-                        run.results.insert(m.to_string(), res);
+    // An empty directory as cwd, so that nothing in the user's cwd shadows a package.
+    let cmd = Cmd::new(py).args(["-I", "-B", "-c", SCRIPT]).cwd(std::env::temp_dir());
+    let ended = cmd
+        .stream(request.as_bytes(), limit, |line| {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                return Next::Wait(limit); // not ours (a module wrote to the real stdout)
+            };
+            if let Some(m) = v.get("start").and_then(|m| m.as_str()) {
+                current = Some(m.to_string());
+                limit = per_import;
+            } else if let (Some(m), Some(o)) = (v.get("result").and_then(|m| m.as_str()), v.get("outcome")) {
+                if let Ok(res) = serde_json::from_value::<ImportResult>(o.clone()) {
+                    run.results.insert(m.to_string(), res);
+                }
+                current = None;
+            } else if let Some(f) = v.get("final") {
+                match serde_json::from_value::<Raw>(f.clone()) {
+                    Ok(raw) => run.final_ = Some(raw),
+                    Err(e) => {
+                        bad_answer = Some(e.to_string());
+                        return Next::Stop;
                     }
-                    current = None;
-                } else if let Some(f) = v.get("final") {
-                    let raw: Raw = serde_json::from_value(f.clone()).map_err(|e| ProbeError::BadAnswer {
-                        python: py.to_string(),
-                        detail: e.to_string(),
-                    })?;
-                    run.final_ = Some(raw);
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = reader.kill();
-                let _ = thread.join();
-                return match current {
-                    Some(m) => {
-                        run.stopped = Some((
-                            m,
-                            format!("timed out: the import did not finish within {} s", per_import.as_secs()),
-                        ));
-                        Ok(run)
-                    }
-                    None => Err(ProbeError::Timeout {
-                        python: py.to_string(),
-                        seconds: limit.as_secs(),
-                    }),
-                };
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
+            Next::Wait(limit)
+        })
+        .map_err(|source| ProbeError::Spawn {
+            python: py.to_string(),
+            source,
+        })?;
+    if let Some(detail) = bad_answer {
+        return Err(ProbeError::BadAnswer {
+            python: py.to_string(),
+            detail,
+        });
     }
-    let _ = thread.join();
-    let (status, stderr) = match reader.try_wait() {
-        Ok(Some(out)) => (out.status, String::from_utf8_lossy(&out.stderr).into_owned()),
-        _ => {
-            return Err(ProbeError::BadAnswer {
+    if let Exit::TimedOut(waited) = ended.exit {
+        return match current {
+            Some(m) => {
+                run.stopped = Some((
+                    m,
+                    format!("timed out: the import did not finish within {} s", per_import.as_secs()),
+                ));
+                Ok(run)
+            }
+            None => Err(ProbeError::Timeout {
                 python: py.to_string(),
-                detail: "lost the probe process".into(),
-            });
-        }
-    };
+                seconds: waited.as_secs(),
+            }),
+        };
+    }
     if run.final_.is_some() {
         return Ok(run);
     }
-    let how = crate::process::describe_status(&status);
+    if let Exit::NoStatus(_) = ended.exit {
+        return Err(ProbeError::BadAnswer {
+            python: py.to_string(),
+            detail: "lost the probe process".into(),
+        });
+    }
+    let how = ended.exit.to_string();
     match current {
         Some(m) => {
-            let tail = last_lines(&stderr, 3);
+            let tail = last_lines(&ended.stderr, 3);
             let detail = if tail.is_empty() {
                 String::new()
             } else {
@@ -390,7 +367,7 @@ fn run_once(py: &str, imports: &[String], per_import: Duration) -> Result<Run, P
         None => Err(ProbeError::Failed {
             python: py.to_string(),
             status: how,
-            stderr: last_lines(&stderr, 15),
+            stderr: last_lines(&ended.stderr, 15),
         }),
     }
 }

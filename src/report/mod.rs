@@ -235,7 +235,7 @@ pub fn plan_human(s: &Session, plan: &Plan) {
         let head = format!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
         println!("{}", head.trim_end());
         println!("       {}", st.reason);
-        for (k, v) in &st.env {
+        for (k, v) in &st.env() {
             println!("       {k}={v}");
         }
     }

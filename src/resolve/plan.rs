@@ -1,5 +1,6 @@
 //! The plan: one step per component in dependency order, each with the action kiln will take
-//! and the reason for it, and the build environment it will use.
+//! and the reason for it, and, for a build from source, its [`BuildSpec`]: the commands,
+//! environment and compile jobs the build runs as they are (see [`super::spec`]).
 //!
 //! Rules: `ok` components are kept unless a dependency they link against (`abi = true`) is
 //! replaced; `missing`/`broken`/`outdated` ones are built or installed; a step that needs what
@@ -11,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::spec::BuildSpec;
 use super::status::{Assessment, Status};
 use crate::arch::Arch;
 use crate::probe::MachineFacts;
@@ -71,12 +73,17 @@ pub struct Step {
     pub version: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
-    /// The build environment, rendered for this machine.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// Compile jobs the build will use.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub jobs: Option<usize>,
+    /// How it builds from source, rendered for this machine: what `kiln plan` shows (its `env`
+    /// and `jobs` among the step's fields) and what the build runs.
+    #[serde(flatten)]
+    pub build: Option<BuildSpec>,
+}
+
+impl Step {
+    /// The build environment as `kiln plan` shows it (placeholders for the run's paths).
+    pub fn env(&self) -> BTreeMap<String, String> {
+        self.build.as_ref().map(BuildSpec::shown_env).unwrap_or_default()
+    }
 }
 
 /// The whole plan, in execution order.
@@ -114,7 +121,7 @@ pub fn jobs_for(memory_per_job: Option<u64>, machine: &MachineFacts, explicit: O
 }
 
 /// Compile jobs that fit `cpus` and `memory` at `memory_per_job` each (at least one); `explicit`
-/// (`--jobs`) wins. The plan asks with the whole machine, the build scheduler with what is free.
+/// (`--jobs`) wins. The plan asks with the whole machine; the build runs what the plan chose.
 pub fn jobs_within(memory_per_job: Option<u64>, cpus: usize, memory: Option<u64>, explicit: Option<usize>) -> usize {
     if let Some(j) = explicit {
         return j.max(1);
@@ -151,8 +158,7 @@ pub fn make(
             status: a.status,
             version: None,
             features: feats.clone(),
-            env: BTreeMap::new(),
-            jobs: None,
+            build: None,
         };
         let deps: Vec<_> = r.depends_with(feats).collect();
         let abi_changed: Vec<&str> = deps
@@ -235,12 +241,9 @@ pub fn make(
                 step.action = Action::Blocked;
                 step.reason = format!("{}; cannot build: {blocker}", step.reason);
             } else if !binary {
-                let jobs = jobs_for(r.build.memory_per_job, machine, opts.jobs);
                 let vars = Vars {
                     python: opts.python.clone(),
-                    src: "<source dir>".into(),
-                    wheel_dir: "<wheel dir>".into(),
-                    jobs,
+                    jobs: jobs_for(r.build.memory_per_job, machine, opts.jobs),
                     version: step.version.clone().unwrap_or_default(),
                     cuda_home: machine
                         .cuda_toolkit
@@ -249,18 +252,15 @@ pub fn make(
                         .map(|h| h.display().to_string()),
                     cuda_version: machine.cuda_toolkit.as_ref().map(|t| t.version.clone()),
                     archs: opts.archs.clone(),
+                    // Known only when the build runs: the spec keeps them as pieces.
+                    src: String::new(),
+                    wheel_dir: String::new(),
                 };
-                step.jobs = Some(jobs);
-                for (k, t) in &r.build.env {
-                    match t.render(&vars) {
-                        Ok(v) => {
-                            step.env.insert(k.clone(), v);
-                        }
-                        Err(e) => {
-                            step.action = Action::Blocked;
-                            step.reason = format!("{}; cannot set {k}: {e}", step.reason);
-                            break;
-                        }
+                match BuildSpec::new(&r.build, &vars) {
+                    Ok(spec) => step.build = Some(spec),
+                    Err(e) => {
+                        step.action = Action::Blocked;
+                        step.reason = format!("{}; {e}", step.reason);
                     }
                 }
             }
