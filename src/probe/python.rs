@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::process::{Cmd, Exit, Next, Streamed};
+
 /// The probe run inside the interpreter. Its text is part of the probe cache's key.
 pub const SCRIPT: &str = include_str!("probe.py");
 
@@ -280,95 +282,108 @@ struct Run {
 }
 
 fn run_once(py: &str, imports: &[String], per_import: Duration) -> Result<Run, ProbeError> {
-    use crate::process::{Cmd, Exit, Next};
-
     let request = serde_json::json!({ "imports": imports }).to_string();
-    let mut run = Run {
-        results: BTreeMap::new(),
-        stopped: None,
-        final_: None,
+    let mut heard = Heard {
+        run: Run {
+            results: BTreeMap::new(),
+            stopped: None,
+            final_: None,
+        },
+        current: None,
+        bad_answer: None,
+        // Listing distributions before the first import gets a generous limit of its own.
+        limit: per_import.max(Duration::from_secs(60)),
+        per_import,
     };
-    let mut current: Option<String> = None;
-    let mut bad_answer: Option<String> = None;
-    // Listing distributions before the first import gets a generous limit of its own.
-    let mut limit = per_import.max(Duration::from_secs(60));
     // An empty directory as cwd, so that nothing in the user's cwd shadows a package.
-    let cmd = Cmd::new(py).args(["-I", "-B", "-c", SCRIPT]).cwd(std::env::temp_dir());
-    let ended = cmd
-        .stream(request.as_bytes(), limit, |line| {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                return Next::Wait(limit); // not ours (a module wrote to the real stdout)
-            };
-            if let Some(m) = v.get("start").and_then(|m| m.as_str()) {
-                current = Some(m.to_string());
-                limit = per_import;
-            } else if let (Some(m), Some(o)) = (v.get("result").and_then(|m| m.as_str()), v.get("outcome")) {
-                if let Ok(res) = serde_json::from_value::<ImportResult>(o.clone()) {
-                    run.results.insert(m.to_string(), res);
-                }
-                current = None;
-            } else if let Some(f) = v.get("final") {
-                match serde_json::from_value::<Raw>(f.clone()) {
-                    Ok(raw) => run.final_ = Some(raw),
-                    Err(e) => {
-                        bad_answer = Some(e.to_string());
-                        return Next::Stop;
-                    }
-                }
-            }
-            Next::Wait(limit)
-        })
+    let ended = Cmd::new(py)
+        .args(["-I", "-B", "-c", SCRIPT])
+        .cwd(std::env::temp_dir())
+        .stream(request.as_bytes(), heard.limit, |line| heard.line(line))
         .map_err(|source| ProbeError::Spawn {
             python: py.to_string(),
             source,
         })?;
-    if let Some(detail) = bad_answer {
-        return Err(ProbeError::BadAnswer {
-            python: py.to_string(),
-            detail,
-        });
-    }
-    if let Exit::TimedOut(waited) = ended.exit {
-        return match current {
-            Some(m) => {
-                run.stopped = Some((
-                    m,
-                    format!("timed out: the import did not finish within {} s", per_import.as_secs()),
-                ));
-                Ok(run)
-            }
-            None => Err(ProbeError::Timeout {
-                python: py.to_string(),
-                seconds: waited.as_secs(),
-            }),
+    heard.ended(py, ended)
+}
+
+/// What one run of the probe has said so far.
+struct Heard {
+    run: Run,
+    /// The import under way.
+    current: Option<String>,
+    /// Why its final answer could not be read.
+    bad_answer: Option<String>,
+    /// How long to wait for the next line.
+    limit: Duration,
+    per_import: Duration,
+}
+
+impl Heard {
+    fn line(&mut self, line: &str) -> Next {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            return Next::Wait(self.limit); // not ours (a module wrote to the real stdout)
         };
-    }
-    if run.final_.is_some() {
-        return Ok(run);
-    }
-    if let Exit::NoStatus(_) = ended.exit {
-        return Err(ProbeError::BadAnswer {
-            python: py.to_string(),
-            detail: "lost the probe process".into(),
-        });
-    }
-    let how = ended.exit.to_string();
-    match current {
-        Some(m) => {
-            let tail = last_lines(&ended.stderr, 3);
-            let detail = if tail.is_empty() {
-                String::new()
-            } else {
-                format!(": {tail}")
-            };
-            run.stopped = Some((m, format!("crashed the interpreter ({how}){detail}")));
-            Ok(run)
+        if let Some(m) = v.get("start").and_then(|m| m.as_str()) {
+            self.current = Some(m.to_string());
+            self.limit = self.per_import;
+        } else if let (Some(m), Some(o)) = (v.get("result").and_then(|m| m.as_str()), v.get("outcome")) {
+            if let Ok(res) = serde_json::from_value::<ImportResult>(o.clone()) {
+                self.run.results.insert(m.to_string(), res);
+            }
+            self.current = None;
+        } else if let Some(f) = v.get("final") {
+            match serde_json::from_value::<Raw>(f.clone()) {
+                Ok(raw) => self.run.final_ = Some(raw),
+                Err(e) => {
+                    self.bad_answer = Some(e.to_string());
+                    return Next::Stop;
+                }
+            }
         }
-        None => Err(ProbeError::Failed {
-            python: py.to_string(),
-            status: how,
-            stderr: last_lines(&ended.stderr, 15),
-        }),
+        Next::Wait(self.limit)
+    }
+
+    /// The run as it ended: its answer, or the import that hung or crashed the interpreter.
+    fn ended(mut self, py: &str, ended: Streamed) -> Result<Run, ProbeError> {
+        let python = py.to_string();
+        if let Some(detail) = self.bad_answer {
+            return Err(ProbeError::BadAnswer { python, detail });
+        }
+        if let Exit::TimedOut(waited) = ended.exit {
+            let Some(m) = self.current else {
+                let seconds = waited.as_secs();
+                return Err(ProbeError::Timeout { python, seconds });
+            };
+            let secs = self.per_import.as_secs();
+            let why = format!("timed out: the import did not finish within {secs} s");
+            self.run.stopped = Some((m, why));
+            return Ok(self.run);
+        }
+        if self.run.final_.is_some() {
+            return Ok(self.run);
+        }
+        if let Exit::NoStatus(_) = ended.exit {
+            let detail = "lost the probe process".into();
+            return Err(ProbeError::BadAnswer { python, detail });
+        }
+        let how = ended.exit.to_string();
+        let Some(m) = self.current else {
+            let stderr = last_lines(&ended.stderr, 15);
+            return Err(ProbeError::Failed {
+                python,
+                status: how,
+                stderr,
+            });
+        };
+        let tail = last_lines(&ended.stderr, 3);
+        let detail = if tail.is_empty() {
+            String::new()
+        } else {
+            format!(": {tail}")
+        };
+        self.run.stopped = Some((m, format!("crashed the interpreter ({how}){detail}")));
+        Ok(self.run)
     }
 }
 
