@@ -1,14 +1,76 @@
-//! The one way kiln runs other programs (pip, uv, git, nvcc, the build commands): through `duct`,
-//! with an explicit argument list (never a shell), an explicit working directory and environment,
-//! output either captured (short queries) or written to a log file (builds).
+//! The one way kiln runs other programs (pip, uv, git, tar, cargo, nvcc, the build commands):
+//! through `duct`, with an explicit argument list (never a shell), an explicit working directory
+//! and environment, and output either written to a log file (builds), captured (short queries)
+//! or handed over line by line as it comes (the probe). Every run ends in a typed [`Exit`]; a
+//! time limit kills the program and says so. Waiting never polls: duct waits on `SIGCHLD`, and
+//! streamed lines arrive through a channel from a reader thread.
 //!
 //! It deliberately ignores what the programs mean; callers turn failures into their own errors.
+//! It kills only the program it started, not processes that program started in turn.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The signal the kernel's OOM killer sends.
+pub const SIGKILL: i32 = 9;
+
+/// How long a killed program gets to be reaped before kiln stops waiting for it.
+const REAP: Duration = Duration::from_secs(5);
+
+/// How a program ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code (0 = success).
+    Code(i32),
+    /// A signal killed it ([`SIGKILL`] is what the OOM killer sends).
+    Signal(i32),
+    /// kiln killed it after this long: its time limit ran out.
+    TimedOut(Duration),
+    /// There is no exit status: the program could not be started (or its log opened), or it
+    /// was lost. The reason, as a sentence.
+    NoStatus(String),
+}
+
+impl Exit {
+    pub fn of(s: std::process::ExitStatus) -> Exit {
+        use std::os::unix::process::ExitStatusExt;
+        match (s.code(), s.signal()) {
+            (Some(c), _) => Exit::Code(c),
+            (None, Some(sig)) => Exit::Signal(sig),
+            _ => Exit::NoStatus("unknown status".into()),
+        }
+    }
+
+    pub fn success(&self) -> bool {
+        *self == Exit::Code(0)
+    }
+}
+
+/// `exit status 3`, `killed by signal 11 (SIGSEGV)`, `killed after 60 s`.
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exit::Code(c) => write!(f, "exit status {c}"),
+            Exit::Signal(SIGKILL) => f.write_str("killed by signal 9 (SIGKILL; out of memory?)"),
+            Exit::Signal(11) => f.write_str("killed by signal 11 (SIGSEGV)"),
+            Exit::Signal(6) => f.write_str("killed by signal 6 (SIGABRT)"),
+            Exit::Signal(sig) => write!(f, "killed by signal {sig}"),
+            Exit::TimedOut(d) => write!(f, "killed after {} s", d.as_secs()),
+            Exit::NoStatus(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Written as its sentence, the way it has always appeared in `--json` output.
+impl serde::Serialize for Exit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
 
 /// A command to run.
 #[derive(Debug, Clone)]
@@ -17,6 +79,8 @@ pub struct Cmd {
     pub args: Vec<String>,
     pub cwd: Option<PathBuf>,
     pub env: Vec<(String, String)>,
+    /// Killed once it has run this long (logged runs; captures take theirs as an argument).
+    pub limit: Option<Duration>,
 }
 
 impl Cmd {
@@ -26,6 +90,7 @@ impl Cmd {
             args: Vec::new(),
             cwd: None,
             env: Vec::new(),
+            limit: None,
         }
     }
 
@@ -49,6 +114,29 @@ impl Cmd {
         self
     }
 
+    /// Kills the command once it has run `limit` (for [`Cmd::run_logged`] and
+    /// [`Cmd::output_logged`]).
+    pub fn timeout(mut self, limit: Duration) -> Cmd {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// The command as a std one: for library APIs that hand out a `std::process::Command`
+    /// (`cargo_metadata`), so that it still runs through here.
+    pub fn from_std(c: &std::process::Command) -> Cmd {
+        let s = |o: &std::ffi::OsStr| o.to_string_lossy().into_owned();
+        let mut cmd = Cmd::new(s(c.get_program())).args(c.get_args().map(s));
+        if let Some(d) = c.get_current_dir() {
+            cmd = cmd.cwd(d);
+        }
+        for (k, v) in c.get_envs() {
+            if let Some(v) = v {
+                cmd = cmd.env(s(k), s(v));
+            }
+        }
+        cmd
+    }
+
     fn expr(&self) -> duct::Expression {
         let mut e = duct::cmd(&self.program, &self.args);
         if let Some(d) = &self.cwd {
@@ -62,13 +150,24 @@ impl Cmd {
 
     /// Runs with stdout and stderr appended to `log`; on failure returns the log's last lines.
     pub fn run_logged(&self, log: &Path) -> Result<(), CommandFailed> {
-        let fail = |status: String| CommandFailed {
+        self.logged(log, false).map(drop)
+    }
+
+    /// Runs with stderr appended to `log` and stdout returned (a tool that answers in JSON);
+    /// the command line goes to the log as for [`Cmd::run_logged`].
+    pub fn output_logged(&self, log: &Path) -> Result<String, CommandFailed> {
+        self.logged(log, true)
+    }
+
+    fn logged(&self, log: &Path, keep_stdout: bool) -> Result<String, CommandFailed> {
+        let fail = |status: Exit| CommandFailed {
             command: self.to_string(),
             status,
             log: log.to_path_buf(),
             tail: tail_lines(log, 20),
         };
-        let mut file = open_log(log).map_err(|e| fail(format!("could not open the log: {e}")))?;
+        let not_run = |what: String| fail(Exit::NoStatus(what));
+        let mut file = open_log(log).map_err(|e| not_run(format!("could not open the log: {e}")))?;
         let _ = writeln!(file, "$ {self}");
         if let Some(d) = &self.cwd {
             let _ = writeln!(file, "# in {}", d.display());
@@ -78,18 +177,23 @@ impl Cmd {
         }
         let err_file = file
             .try_clone()
-            .map_err(|e| fail(format!("could not open the log: {e}")))?;
-        let out = self
-            .expr()
-            .stdin_null()
-            .stdout_file(file)
-            .stderr_file(err_file)
-            .run()
-            .map_err(|e| fail(format!("could not start `{}`: {e}", self.program)))?;
-        if out.status.success() {
-            Ok(())
+            .map_err(|e| not_run(format!("could not open the log: {e}")))?;
+        let e = self.expr().stdin_null().stderr_file(err_file);
+        let e = if keep_stdout {
+            e.stdout_capture()
         } else {
-            Err(fail(describe_status(&out.status)))
+            e.stdout_file(file)
+        };
+        let handle = e
+            .start()
+            .map_err(|e| not_run(format!("could not start `{}`: {e}", self.program)))?;
+        let (exit, out) = wait(&handle, self.limit);
+        if exit.success() {
+            Ok(out
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default())
+        } else {
+            Err(fail(exit))
         }
     }
 
@@ -101,30 +205,99 @@ impl Cmd {
             .stdout_capture()
             .stderr_capture()
             .start()?;
-        let start = Instant::now();
-        loop {
-            if let Some(out) = handle.try_wait()? {
-                return Ok(Captured {
-                    success: out.status.success(),
-                    status: describe_status(&out.status),
-                    stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                    timed_out: false,
-                });
-            }
-            if start.elapsed() > timeout {
-                let _ = handle.kill();
-                return Ok(Captured {
-                    success: false,
-                    status: format!("killed after {} s", timeout.as_secs()),
-                    stdout: String::new(),
-                    stderr: String::new(),
-                    timed_out: true,
-                });
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let (status, out) = wait(&handle, Some(timeout));
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let timed_out = matches!(status, Exit::TimedOut(_));
+        Ok(Captured {
+            success: status.success(),
+            stdout: out.filter(|_| !timed_out).map(|o| text(&o.stdout)).unwrap_or_default(),
+            stderr: out.filter(|_| !timed_out).map(|o| text(&o.stderr)).unwrap_or_default(),
+            status,
+        })
     }
+
+    /// Runs with `stdin` fed to it and stderr kept, handing each line of stdout to `on_line` as
+    /// it arrives. The command is killed when no line comes within the limit (`first` for the
+    /// first line, then what `on_line` last answered; the exit is then [`Exit::TimedOut`]), or
+    /// when `on_line` answers [`Next::Stop`].
+    pub fn stream(
+        &self,
+        stdin: &[u8],
+        first: Duration,
+        mut on_line: impl FnMut(&str) -> Next,
+    ) -> Result<Streamed, std::io::Error> {
+        let reader = self.expr().stdin_bytes(stdin.to_vec()).stderr_capture().reader()?;
+        let (tx, rx) = mpsc::channel::<String>();
+        let killed = std::thread::scope(|scope| {
+            let r = &reader;
+            scope.spawn(move || {
+                // Read to the end even when nobody listens any more: only then has it exited.
+                for line in BufReader::new(r).lines() {
+                    let Ok(l) = line else { break };
+                    let _ = tx.send(l);
+                }
+            });
+            let mut limit = first;
+            let killed = loop {
+                match rx.recv_timeout(limit) {
+                    Ok(line) => match on_line(&line) {
+                        Next::Wait(d) => limit = d,
+                        Next::Stop => break Some(None),
+                    },
+                    Err(mpsc::RecvTimeoutError::Timeout) => break Some(Some(Exit::TimedOut(limit))),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                }
+            };
+            if killed.is_some() {
+                let _ = reader.kill();
+            }
+            killed
+        });
+        let (status, stderr) = match reader.try_wait() {
+            Ok(Some(out)) => (Exit::of(out.status), String::from_utf8_lossy(&out.stderr).into_owned()),
+            Ok(None) => (Exit::NoStatus("lost the process".into()), String::new()),
+            Err(e) => (Exit::NoStatus(format!("lost the process: {e}")), String::new()),
+        };
+        Ok(Streamed {
+            exit: killed.flatten().unwrap_or(status),
+            stderr,
+        })
+    }
+}
+
+/// Waits for `handle` (duct waits on `SIGCHLD`: no polling), killing it once `limit` has passed.
+fn wait(handle: &duct::Handle, limit: Option<Duration>) -> (Exit, Option<&std::process::Output>) {
+    let done = match limit {
+        None => handle.wait().map(Some),
+        Some(d) => handle.wait_timeout(d),
+    };
+    match (done, limit) {
+        (Ok(Some(out)), _) => (Exit::of(out.status), Some(out)),
+        (Ok(None), Some(d)) => {
+            let _ = handle.kill();
+            let _ = handle.wait_timeout(REAP);
+            (Exit::TimedOut(d), None)
+        }
+        (Ok(None), None) => (Exit::NoStatus("lost the process".into()), None),
+        (Err(e), _) => (Exit::NoStatus(format!("lost the process: {e}")), None),
+    }
+}
+
+/// What a streaming reader wants after a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Wait at most this long for the next line.
+    Wait(Duration),
+    /// Enough: kill the command.
+    Stop,
+}
+
+/// How a streamed command ended: its exit (a kill after [`Next::Stop`] shows as the signal)
+/// and what it wrote to stderr.
+#[derive(Debug, Clone)]
+pub struct Streamed {
+    pub exit: Exit,
+    pub stderr: String,
 }
 
 impl fmt::Display for Cmd {
@@ -145,14 +318,14 @@ fn quote(s: &str) -> String {
     }
 }
 
-/// Output of a captured command.
+/// Output of a captured command (empty when it was killed for its time limit).
 #[derive(Debug, Clone)]
 pub struct Captured {
+    /// `status.success()`.
     pub success: bool,
-    pub status: String,
+    pub status: Exit,
     pub stdout: String,
     pub stderr: String,
-    pub timed_out: bool,
 }
 
 /// A command that ran and failed.
@@ -160,7 +333,7 @@ pub struct Captured {
 #[error("`{command}` failed ({status}); log: {}", log.display())]
 pub struct CommandFailed {
     pub command: String,
-    pub status: String,
+    pub status: Exit,
     pub log: PathBuf,
     pub tail: Vec<String>,
 }
@@ -170,19 +343,6 @@ fn open_log(log: &Path) -> std::io::Result<File> {
         std::fs::create_dir_all(dir)?;
     }
     OpenOptions::new().create(true).append(true).open(log)
-}
-
-/// `exit status 3`, `killed by signal 11 (SIGSEGV)`.
-pub fn describe_status(s: &std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (s.code(), s.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(9)) => "killed by signal 9 (SIGKILL; out of memory?)".into(),
-        (None, Some(11)) => "killed by signal 11 (SIGSEGV)".into(),
-        (None, Some(6)) => "killed by signal 6 (SIGABRT)".into(),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => "unknown status".into(),
-    }
 }
 
 /// The last `n` lines of a file, read from its end (logs can be large).
@@ -206,6 +366,7 @@ pub fn tail_lines(path: &Path, n: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn logged_failure_reports_status_and_tail() {
@@ -215,9 +376,53 @@ mod tests {
             .args(["-c", "echo one; echo two >&2; exit 3"])
             .run_logged(&log)
             .unwrap_err();
-        assert_eq!(e.status, "exit status 3");
+        assert_eq!(e.status, Exit::Code(3));
+        assert_eq!(e.status.to_string(), "exit status 3");
         assert_eq!(e.tail[e.tail.len() - 2..], ["one", "two"]);
         assert!(e.tail[0].starts_with("$ sh -c 'echo one;"));
+    }
+
+    #[test]
+    fn a_signal_is_typed_and_said_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Cmd::new("sh")
+            .args(["-c", "kill -9 $$"])
+            .run_logged(&dir.path().join("x.log"))
+            .unwrap_err();
+        assert_eq!(e.status, Exit::Signal(SIGKILL));
+        assert_eq!(e.status.to_string(), "killed by signal 9 (SIGKILL; out of memory?)");
+        assert_eq!(serde_json::to_value(&e.status).unwrap(), e.status.to_string());
+    }
+
+    #[test]
+    fn a_program_that_cannot_start_has_no_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Cmd::new("/kiln/no/such/program")
+            .run_logged(&dir.path().join("x.log"))
+            .unwrap_err();
+        assert!(matches!(&e.status, Exit::NoStatus(s) if s.starts_with("could not start `/kiln/no/such/program`")));
+    }
+
+    #[test]
+    fn logged_output_keeps_stdout_and_logs_stderr_within_a_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("x.log");
+        let out = Cmd::new("sh")
+            .args(["-c", "echo answer; echo noise >&2"])
+            .timeout(Duration::from_secs(30))
+            .output_logged(&log)
+            .unwrap();
+        assert_eq!(out, "answer\n");
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.contains("noise") && !logged.contains("answer\n"), "{logged}");
+        let start = Instant::now();
+        let e = Cmd::new("sleep")
+            .arg("5")
+            .timeout(Duration::from_millis(200))
+            .run_logged(&log)
+            .unwrap_err();
+        assert_eq!(e.status, Exit::TimedOut(Duration::from_millis(200)));
+        assert!(start.elapsed() < Duration::from_secs(4));
     }
 
     #[test]
@@ -226,6 +431,42 @@ mod tests {
             .arg("5")
             .capture(b"", Duration::from_millis(100))
             .unwrap();
-        assert!(c.timed_out && !c.success);
+        assert!(matches!(c.status, Exit::TimedOut(_)) && !c.success);
+        assert_eq!(c.status.to_string(), "killed after 0 s");
+        let c = Cmd::new("cat").capture(b"fed", Duration::from_secs(30)).unwrap();
+        assert!(c.success);
+        assert_eq!(c.stdout, "fed");
+    }
+
+    #[test]
+    fn stream_hands_over_lines_and_kills_on_silence_or_stop() {
+        // `exec`: a grandchild would hold the pipe open after the kill.
+        let script = "echo a; echo b; echo oops >&2; exec sleep 5";
+        let mut seen = Vec::new();
+        let start = Instant::now();
+        let s = Cmd::new("sh")
+            .args(["-c", script])
+            .stream(b"", Duration::from_secs(30), |l| {
+                seen.push(l.to_string());
+                Next::Wait(Duration::from_millis(300))
+            })
+            .unwrap();
+        assert_eq!(seen, ["a", "b"]);
+        assert_eq!(s.exit, Exit::TimedOut(Duration::from_millis(300)));
+        assert!(start.elapsed() < Duration::from_secs(4));
+
+        let s = Cmd::new("sh")
+            .args(["-c", "read x; echo \"got $x\"; echo more; exit 4"])
+            .stream(b"fed\n", Duration::from_secs(30), |l| {
+                assert_eq!(l, "got fed");
+                Next::Stop
+            })
+            .unwrap();
+        assert!(!s.exit.success());
+        let s = Cmd::new("sh")
+            .args(["-c", "echo x; echo err >&2; exit 4"])
+            .stream(b"", Duration::from_secs(30), |_| Next::Wait(Duration::from_secs(30)))
+            .unwrap();
+        assert_eq!((s.exit, s.stderr.as_str()), (Exit::Code(4), "err\n"));
     }
 }

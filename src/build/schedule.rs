@@ -1,13 +1,14 @@
 //! Which step builds when. A step's build starts once every step it depends on (directly or
-//! through components the plan keeps) is installed and verified, and while the machine's CPUs
-//! and memory last: each build claims its compile jobs (one CPU and `memory_per_job` each) and
-//! gives them back when its wheel is ready. Installs are not scheduled here: they run one at a
-//! time, in the order builds finish.
+//! through components the plan keeps) is installed and verified, and once the jobs the plan gave
+//! it fit what is left of the machine's CPUs and memory: each build claims its planned jobs (one
+//! CPU and `memory_per_job` each) and gives them back when its wheel is ready. With nothing else
+//! running a build always starts, so a run never stalls. Installs are not scheduled here: they
+//! run one at a time, in the order builds finish.
 //!
-//! It deliberately ignores how busy the machine already is beyond the memory available when the
-//! run starts, and never splits the budget in advance: the first build ready takes what it can
-//! use (all CPUs, unless `--jobs` or memory limit it), and builds run side by side only while
-//! something is left.
+//! It deliberately never changes a build's job count: what `kiln plan` shows is what runs (a
+//! build that would fit with fewer jobs waits instead), so builds run side by side only when
+//! their planned jobs fit together (`--jobs`, or memory per job, leave room). It ignores how
+//! busy the machine already is beyond the memory available when the run starts.
 
 use std::collections::BTreeSet;
 
@@ -18,6 +19,7 @@ use crate::resolve::Plan;
 /// CPUs and memory not claimed by a running build.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Budget {
+    total_cpus: usize,
     cpus: usize,
     memory: Option<u64>,
 }
@@ -33,6 +35,7 @@ pub struct Claim {
 impl Budget {
     pub fn new(cpus: usize, memory: Option<u64>) -> Budget {
         Budget {
+            total_cpus: cpus.max(1),
             cpus: cpus.max(1),
             memory,
         }
@@ -46,24 +49,18 @@ impl Budget {
         )
     }
 
-    /// Jobs for a build of `per_job` bytes a job; `None` when it must wait for a running one
-    /// to finish. `explicit` (`--jobs`) is the user's word for the job count, but a build still
-    /// waits while no CPU, or not one job's memory, is free. With nothing running a build always
-    /// starts, with at least one job, so a run never stalls on a small machine.
-    pub fn claim(&mut self, per_job: Option<u64>, explicit: Option<usize>, running: usize) -> Option<Claim> {
-        let by_memory = match (per_job, self.memory) {
-            (Some(per), Some(free)) if per > 0 => (free / per) as usize,
-            _ => usize::MAX,
-        };
-        if running > 0 && (self.cpus == 0 || by_memory == 0) {
+    /// Claims `jobs` jobs of `per_job` bytes each for a build; `None` while they do not fit
+    /// beside the `running` builds. The CPUs claimed are at most the machine's (`--jobs` may ask
+    /// for more), the memory at most what is free; with nothing running a build always starts.
+    pub fn claim(&mut self, jobs: usize, per_job: Option<u64>, running: usize) -> Option<Claim> {
+        let cpus = jobs.min(self.total_cpus);
+        let memory = per_job.unwrap_or(0).saturating_mul(jobs as u64);
+        let fits = cpus <= self.cpus && self.memory.is_none_or(|free| memory <= free);
+        if running > 0 && !fits {
             return None;
         }
-        let jobs = crate::resolve::plan::jobs_within(per_job, self.cpus, self.memory, explicit);
-        let cpus = jobs.min(self.cpus);
-        let memory = per_job
-            .unwrap_or(0)
-            .saturating_mul(jobs as u64)
-            .min(self.memory.unwrap_or(u64::MAX));
+        let cpus = cpus.min(self.cpus);
+        let memory = memory.min(self.memory.unwrap_or(u64::MAX));
         self.cpus -= cpus;
         if let Some(m) = self.memory.as_mut() {
             *m -= memory;
@@ -119,28 +116,39 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     #[test]
-    fn builds_share_cpus_and_memory_and_the_first_always_gets_a_job() {
-        // 16 CPUs, 40 GiB: a 10 GiB-a-job build takes 4 jobs and all the memory.
+    fn builds_start_with_their_planned_jobs_once_those_fit() {
+        // 16 CPUs, 40 GiB: a 4-job build of 10 GiB a job takes all the memory; the next waits.
         let mut b = Budget::new(16, Some(40 * GIB));
-        let big = b.claim(Some(10 * GIB), None, 0).unwrap();
+        let big = b.claim(4, Some(10 * GIB), 0).unwrap();
         assert_eq!(big.jobs, 4);
-        assert_eq!(b.claim(Some(GIB), None, 1), None);
+        assert_eq!(b.claim(1, Some(GIB), 1), None);
+        // A build that needs no memory fits in the CPUs left, with the jobs it was planned.
+        let small = b.claim(12, None, 1).unwrap();
+        assert_eq!(small.jobs, 12);
+        assert_eq!(b.claim(1, None, 2), None);
         b.release(big);
+        b.release(small);
         assert_eq!(b, Budget::new(16, Some(40 * GIB)));
         // --jobs 1 on 2 CPUs: two builds side by side, a third waits.
         let mut b = Budget::new(2, None);
-        let one = b.claim(None, Some(1), 0).unwrap();
-        let two = b.claim(None, Some(1), 1).unwrap();
+        let one = b.claim(1, None, 0).unwrap();
+        let two = b.claim(1, None, 1).unwrap();
         assert_eq!((one.jobs, two.jobs), (1, 1));
-        assert_eq!(b.claim(None, Some(1), 2), None);
-        // Too little memory for one job: with nothing running it still gets one.
+        assert_eq!(b.claim(1, None, 2), None);
+        // A build is never shrunk to fit: two planned jobs wait for two free CPUs.
+        let mut b = Budget::new(4, None);
+        let three = b.claim(3, None, 0).unwrap();
+        assert_eq!(b.claim(2, None, 1), None);
+        b.release(three);
+        assert_eq!(b.claim(2, None, 0).map(|c| c.jobs), Some(2));
+        // More memory than is free: with nothing running it still starts, with its planned jobs.
         let mut b = Budget::new(8, Some(GIB));
-        assert_eq!(b.claim(Some(4 * GIB), None, 0).map(|c| c.jobs), Some(1));
+        assert_eq!(b.claim(2, Some(4 * GIB), 0).map(|c| c.jobs), Some(2));
         // --jobs is taken as given, even beyond the CPUs; the next build waits for a free CPU.
         let mut b = Budget::new(2, None);
-        let wide = b.claim(None, Some(4), 0).unwrap();
+        let wide = b.claim(4, None, 0).unwrap();
         assert_eq!(wide.jobs, 4);
-        assert_eq!(b.claim(None, Some(4), 1), None);
+        assert_eq!(b.claim(4, None, 1), None);
         b.release(wide);
         assert_eq!(b, Budget::new(2, None));
     }

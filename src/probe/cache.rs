@@ -225,7 +225,7 @@ pub fn machine_facts(cache: &Path, refresh: bool, probe: impl FnOnce() -> Machin
         && let Some(mut entry) = read::<MachineEntry>(&file)
         && entry.stamp == stamp
     {
-        entry.facts.cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        entry.facts.cpus = super::machine::cpus();
         entry.facts.memory_available = super::machine::memory_available();
         return entry.facts;
     }

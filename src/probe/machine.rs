@@ -116,15 +116,20 @@ pub fn probe() -> MachineFacts {
         host_compiler: host_compiler(),
         cuda_toolkit,
         cuda_searched,
-        // KILN_CPUS: the CPUs kiln may use (a share of a machine, or a test that needs a number).
-        cpus: env("KILN_CPUS")
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        cpus: cpus(),
         memory_available: std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|t| parse_meminfo(&t)),
     }
+}
+
+/// The CPUs kiln may use: `KILN_CPUS` (a share of a machine, or a test that needs a number),
+/// else what this process may run on.
+pub fn cpus() -> usize {
+    env("KILN_CPUS")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 fn env(k: &str) -> Option<String> {

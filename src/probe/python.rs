@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::process::{Cmd, Exit, Next, Streamed};
+
 /// The probe run inside the interpreter. Its text is part of the probe cache's key.
 pub const SCRIPT: &str = include_str!("probe.py");
 
@@ -280,118 +282,108 @@ struct Run {
 }
 
 fn run_once(py: &str, imports: &[String], per_import: Duration) -> Result<Run, ProbeError> {
-    use std::io::{BufRead, BufReader};
-    use std::sync::Arc;
-    use std::sync::mpsc;
-
     let request = serde_json::json!({ "imports": imports }).to_string();
+    let mut heard = Heard {
+        run: Run {
+            results: BTreeMap::new(),
+            stopped: None,
+            final_: None,
+        },
+        current: None,
+        bad_answer: None,
+        // Listing distributions before the first import gets a generous limit of its own.
+        limit: per_import.max(Duration::from_secs(60)),
+        per_import,
+    };
     // An empty directory as cwd, so that nothing in the user's cwd shadows a package.
-    let reader = duct::cmd(py, ["-I", "-B", "-c", SCRIPT])
-        .dir(std::env::temp_dir())
-        .stdin_bytes(request)
-        .stderr_capture()
-        .unchecked()
-        .reader()
+    let ended = Cmd::new(py)
+        .args(["-I", "-B", "-c", SCRIPT])
+        .cwd(std::env::temp_dir())
+        .stream(request.as_bytes(), heard.limit, |line| heard.line(line))
         .map_err(|source| ProbeError::Spawn {
             python: py.to_string(),
             source,
         })?;
-    let reader = Arc::new(reader);
-    let (tx, rx) = mpsc::channel::<String>();
-    let r2 = Arc::clone(&reader);
-    let thread = std::thread::spawn(move || {
-        for line in BufReader::new(&*r2).lines() {
-            match line {
-                Ok(l) => {
-                    if tx.send(l).is_err() {
-                        break;
-                    }
-                }
-                Err(_) => break,
+    heard.ended(py, ended)
+}
+
+/// What one run of the probe has said so far.
+struct Heard {
+    run: Run,
+    /// The import under way.
+    current: Option<String>,
+    /// Why its final answer could not be read.
+    bad_answer: Option<String>,
+    /// How long to wait for the next line.
+    limit: Duration,
+    per_import: Duration,
+}
+
+impl Heard {
+    fn line(&mut self, line: &str) -> Next {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            return Next::Wait(self.limit); // not ours (a module wrote to the real stdout)
+        };
+        if let Some(m) = v.get("start").and_then(|m| m.as_str()) {
+            self.current = Some(m.to_string());
+            self.limit = self.per_import;
+        } else if let (Some(m), Some(o)) = (v.get("result").and_then(|m| m.as_str()), v.get("outcome")) {
+            if let Ok(res) = serde_json::from_value::<ImportResult>(o.clone()) {
+                self.run.results.insert(m.to_string(), res);
             }
-        }
-    });
-    let mut run = Run {
-        results: BTreeMap::new(),
-        stopped: None,
-        final_: None,
-    };
-    let mut current: Option<String> = None;
-    // Listing distributions before the first import gets a generous limit of its own.
-    let mut limit = per_import.max(Duration::from_secs(60));
-    loop {
-        match rx.recv_timeout(limit) {
-            Ok(line) => {
-                let v: serde_json::Value = match serde_json::from_str(&line) {
-                    Ok(v) => v,
-                    Err(_) => continue, // not ours (a module wrote to the real stdout)
-                };
-                if let Some(m) = v.get("start").and_then(|m| m.as_str()) {
-                    current = Some(m.to_string());
-                    limit = per_import;
-                } else if let (Some(m), Some(o)) = (v.get("result").and_then(|m| m.as_str()), v.get("outcome")) {
-                    if let Ok(res) = serde_json::from_value::<ImportResult>(o.clone()) {
-                        run.results.insert(m.to_string(), res);
-                    }
-                    current = None;
-                } else if let Some(f) = v.get("final") {
-                    let raw: Raw = serde_json::from_value(f.clone()).map_err(|e| ProbeError::BadAnswer {
-                        python: py.to_string(),
-                        detail: e.to_string(),
-                    })?;
-                    run.final_ = Some(raw);
+            self.current = None;
+        } else if let Some(f) = v.get("final") {
+            match serde_json::from_value::<Raw>(f.clone()) {
+                Ok(raw) => self.run.final_ = Some(raw),
+                Err(e) => {
+                    self.bad_answer = Some(e.to_string());
+                    return Next::Stop;
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = reader.kill();
-                let _ = thread.join();
-                return match current {
-                    Some(m) => {
-                        run.stopped = Some((
-                            m,
-                            format!("timed out: the import did not finish within {} s", per_import.as_secs()),
-                        ));
-                        Ok(run)
-                    }
-                    None => Err(ProbeError::Timeout {
-                        python: py.to_string(),
-                        seconds: limit.as_secs(),
-                    }),
-                };
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+        Next::Wait(self.limit)
     }
-    let _ = thread.join();
-    let (status, stderr) = match reader.try_wait() {
-        Ok(Some(out)) => (out.status, String::from_utf8_lossy(&out.stderr).into_owned()),
-        _ => {
-            return Err(ProbeError::BadAnswer {
-                python: py.to_string(),
-                detail: "lost the probe process".into(),
-            });
+
+    /// The run as it ended: its answer, or the import that hung or crashed the interpreter.
+    fn ended(mut self, py: &str, ended: Streamed) -> Result<Run, ProbeError> {
+        let python = py.to_string();
+        if let Some(detail) = self.bad_answer {
+            return Err(ProbeError::BadAnswer { python, detail });
         }
-    };
-    if run.final_.is_some() {
-        return Ok(run);
-    }
-    let how = crate::process::describe_status(&status);
-    match current {
-        Some(m) => {
-            let tail = last_lines(&stderr, 3);
-            let detail = if tail.is_empty() {
-                String::new()
-            } else {
-                format!(": {tail}")
+        if let Exit::TimedOut(waited) = ended.exit {
+            let Some(m) = self.current else {
+                let seconds = waited.as_secs();
+                return Err(ProbeError::Timeout { python, seconds });
             };
-            run.stopped = Some((m, format!("crashed the interpreter ({how}){detail}")));
-            Ok(run)
+            let secs = self.per_import.as_secs();
+            let why = format!("timed out: the import did not finish within {secs} s");
+            self.run.stopped = Some((m, why));
+            return Ok(self.run);
         }
-        None => Err(ProbeError::Failed {
-            python: py.to_string(),
-            status: how,
-            stderr: last_lines(&stderr, 15),
-        }),
+        if self.run.final_.is_some() {
+            return Ok(self.run);
+        }
+        if let Exit::NoStatus(_) = ended.exit {
+            let detail = "lost the probe process".into();
+            return Err(ProbeError::BadAnswer { python, detail });
+        }
+        let how = ended.exit.to_string();
+        let Some(m) = self.current else {
+            let stderr = last_lines(&ended.stderr, 15);
+            return Err(ProbeError::Failed {
+                python,
+                status: how,
+                stderr,
+            });
+        };
+        let tail = last_lines(&ended.stderr, 3);
+        let detail = if tail.is_empty() {
+            String::new()
+        } else {
+            format!(": {tail}")
+        };
+        self.run.stopped = Some((m, format!("crashed the interpreter ({how}){detail}")));
+        Ok(self.run)
     }
 }
 

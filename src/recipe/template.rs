@@ -55,8 +55,9 @@ impl Var {
     }
 }
 
+/// A piece of a template: literal text or a variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
+pub enum Part {
     Lit(String),
     Var(Var),
 }
@@ -129,6 +130,11 @@ impl Template {
         })
     }
 
+    /// Its pieces in order, for a caller that fills some variables later (the build spec).
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
     /// The template as written in the recipe.
     pub fn raw(&self) -> &str {
         &self.raw
@@ -173,7 +179,8 @@ pub struct Vars {
 }
 
 impl Vars {
-    fn get(&self, v: Var) -> Result<String, DialectError> {
+    /// The value of one variable.
+    pub fn get(&self, v: Var) -> Result<String, DialectError> {
         Ok(match v {
             Var::Python => self.python.clone(),
             Var::Src => self.src.clone(),

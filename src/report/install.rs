@@ -46,14 +46,14 @@ pub enum Install<'a> {
 #[derive(Debug, Serialize)]
 pub struct Failed<'a> {
     pub name: &'a str,
-    pub phase: &'a str,
-    pub message: &'a str,
+    pub phase: crate::build::Phase,
+    pub message: &'a crate::build::failure::StepError,
     pub command: Option<&'a str>,
-    pub status: Option<&'a str>,
+    pub status: Option<&'a crate::process::Exit>,
     pub log: Option<&'a Path>,
     pub tail: Option<&'a [String]>,
-    pub restored: &'a str,
-    pub hint: Option<&'a str>,
+    pub restored: &'a crate::build::failure::Restored,
+    pub hint: Option<&'a crate::build::failure::Hint>,
 }
 
 impl<'a> Failed<'a> {
@@ -64,11 +64,11 @@ impl<'a> Failed<'a> {
             phase: f.phase,
             message: &f.message,
             command: c.map(|c| c.command.as_str()),
-            status: c.map(|c| c.status.as_str()),
+            status: c.map(|c| &c.status),
             log: c.map(|c| c.log.as_path()),
             tail: c.map(|c| c.tail.as_slice()),
             restored: &f.restored,
-            hint: f.hint.as_deref(),
+            hint: f.hint.as_ref(),
         }
     }
 }

@@ -26,7 +26,7 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
         let head = format!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
         println!("{}", head.trim_end());
         println!("       {}", st.reason);
-        for (k, v) in &st.env {
+        for (k, v) in &st.env() {
             println!("       {k}={v}");
         }
     }

@@ -6,7 +6,9 @@
 pub mod backends;
 pub mod plan;
 pub mod solve;
+pub mod spec;
 pub mod status;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
+pub use spec::BuildSpec;
 pub use status::{Assessment, Status};

@@ -1,5 +1,6 @@
 //! The plan: one step per component in dependency order, each with the action kiln will take
-//! and the reason for it, and the build environment it will use.
+//! and the reason for it, and, for a build from source, its [`BuildSpec`]: the commands,
+//! environment and compile jobs the build runs as they are (see [`super::spec`]).
 //!
 //! Rules: `ok` components are kept unless a dependency they link against (`abi = true`) is
 //! replaced; `missing`/`broken`/`outdated` ones are built or installed; a step that needs what
@@ -11,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::spec::BuildSpec;
 use super::status::{Assessment, Status};
 use crate::arch::Arch;
 use crate::probe::MachineFacts;
@@ -71,12 +73,30 @@ pub struct Step {
     pub version: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
-    /// The build environment, rendered for this machine.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// Compile jobs the build will use.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub jobs: Option<usize>,
+    /// How it builds from source, rendered for this machine: what `kiln plan` shows (its `env`
+    /// and `jobs` among the step's fields) and what the build runs.
+    #[serde(flatten)]
+    pub build: Option<BuildSpec>,
+}
+
+impl Step {
+    /// A step that keeps what is there, until the plan decides otherwise.
+    fn keep(name: &str, status: Status, features: &[String]) -> Step {
+        Step {
+            name: name.to_string(),
+            action: Action::Keep,
+            reason: String::new(),
+            status,
+            version: None,
+            features: features.to_vec(),
+            build: None,
+        }
+    }
+
+    /// The build environment as `kiln plan` shows it (placeholders for the run's paths).
+    pub fn env(&self) -> BTreeMap<String, String> {
+        self.build.as_ref().map(BuildSpec::shown_env).unwrap_or_default()
+    }
 }
 
 /// The whole plan, in execution order.
@@ -114,7 +134,7 @@ pub fn jobs_for(memory_per_job: Option<u64>, machine: &MachineFacts, explicit: O
 }
 
 /// Compile jobs that fit `cpus` and `memory` at `memory_per_job` each (at least one); `explicit`
-/// (`--jobs`) wins. The plan asks with the whole machine, the build scheduler with what is free.
+/// (`--jobs`) wins. The plan asks with the whole machine; the build runs what the plan chose.
 pub fn jobs_within(memory_per_job: Option<u64>, cpus: usize, memory: Option<u64>, explicit: Option<usize>) -> usize {
     if let Some(j) = explicit {
         return j.max(1);
@@ -144,16 +164,7 @@ pub fn make(
         let (Some(r), Some(a)) = (set.get(name), by_name.get(name.as_str())) else {
             continue;
         };
-        let mut step = Step {
-            name: name.clone(),
-            action: Action::Keep,
-            reason: String::new(),
-            status: a.status,
-            version: None,
-            features: feats.clone(),
-            env: BTreeMap::new(),
-            jobs: None,
-        };
+        let mut step = Step::keep(name, a.status, feats);
         let deps: Vec<_> = r.depends_with(feats).collect();
         let abi_changed: Vec<&str> = deps
             .iter()
@@ -165,21 +176,13 @@ pub fn make(
             .find_map(|d| stuck.get(&d.name).map(|root| (d.name.clone(), root.clone())));
 
         // The version the solver chose, against the one installed (local labels ignored).
-        let chosen = solution.chosen.get(name).cloned();
-        let installed = a
-            .version
-            .as_deref()
-            .map(|v| v.split('+').next().unwrap_or(v).to_string());
-        let replaces = matches!((&chosen, &installed), (Some(c), Some(i)) if c != i);
+        let chosen = solution.chosen.get(name).map(String::as_str);
+        let installed = a.version.as_deref().map(|v| v.split('+').next().unwrap_or(v));
+        let replaces = matches!((chosen, installed), (Some(c), Some(i)) if c != i);
         let wants_change = match a.status {
             _ if replaces => true,
             Status::Ok => !abi_changed.is_empty(),
-            Status::Outdated => false,
-            Status::Unsupported => {
-                step.action = Action::Unsupported;
-                step.reason = a.evidence.clone();
-                false
-            }
+            Status::Outdated | Status::Unsupported => false,
             _ => true,
         };
         if r.kind == Kind::CudaToolkit {
@@ -187,7 +190,9 @@ pub fn make(
                 step.action = Action::Blocked;
             }
             step.reason = a.evidence.clone();
-        } else if step.action == Action::Unsupported {
+        } else if a.status == Status::Unsupported && !replaces {
+            step.action = Action::Unsupported;
+            step.reason = a.evidence.clone();
         } else if !wants_change && a.status == Status::Outdated {
             step.reason = format!(
                 "kept {}: installed and fits every chosen version (--allow-replace {name} lets kiln change it); {}",
@@ -204,66 +209,12 @@ pub fn make(
                 format!("needs {dep}, which is blocked by {root}")
             };
         } else {
-            let why = match a.status {
-                _ if replaces => format!(
-                    "replace {} with {}",
-                    a.version.as_deref().unwrap_or("?"),
-                    chosen.as_deref().unwrap_or("?")
-                ),
-                Status::Ok => format!(
-                    "built against {}, which this plan replaces (abi = true)",
-                    abi_changed.join(", ")
-                ),
-                Status::Missing => format!("missing: {}", a.evidence),
-                s => format!("{}: {}", s.as_str(), a.evidence),
-            };
-            let binary = matches!(r.source, Some(Source::Wheel { .. }));
-            step.action = match (binary, a.status) {
-                (true, _) if replaces => Action::Reinstall,
-                (false, _) if replaces => Action::Rebuild,
-                (true, Status::Missing) => Action::Install,
-                (true, _) => Action::Reinstall,
-                (false, Status::Missing) => Action::Build,
-                (false, _) => Action::Rebuild,
-            };
-            step.version = chosen.clone().or_else(|| r.version.as_ref().map(|v| v.to_string()));
+            let why = change_reason(a, chosen, replaces, &abi_changed);
             step.reason = match solution.not_newest.get(name) {
                 Some(note) => format!("{why}; {note}"),
                 None => why,
             };
-            if let Err(blocker) = build_blockers(r, machine, &opts.archs) {
-                step.action = Action::Blocked;
-                step.reason = format!("{}; cannot build: {blocker}", step.reason);
-            } else if !binary {
-                let jobs = jobs_for(r.build.memory_per_job, machine, opts.jobs);
-                let vars = Vars {
-                    python: opts.python.clone(),
-                    src: "<source dir>".into(),
-                    wheel_dir: "<wheel dir>".into(),
-                    jobs,
-                    version: step.version.clone().unwrap_or_default(),
-                    cuda_home: machine
-                        .cuda_toolkit
-                        .as_ref()
-                        .and_then(|t| t.home.as_ref())
-                        .map(|h| h.display().to_string()),
-                    cuda_version: machine.cuda_toolkit.as_ref().map(|t| t.version.clone()),
-                    archs: opts.archs.clone(),
-                };
-                step.jobs = Some(jobs);
-                for (k, t) in &r.build.env {
-                    match t.render(&vars) {
-                        Ok(v) => {
-                            step.env.insert(k.clone(), v);
-                        }
-                        Err(e) => {
-                            step.action = Action::Blocked;
-                            step.reason = format!("{}; cannot set {k}: {e}", step.reason);
-                            break;
-                        }
-                    }
-                }
-            }
+            change(&mut step, r, chosen, replaces, machine, opts);
         }
         match step.action {
             Action::Blocked | Action::Unsupported => {
@@ -282,6 +233,81 @@ pub fn make(
         steps,
         versions: solution.chosen.clone(),
     }
+}
+
+/// A step that changes what is installed: its action, version and build, or what blocks it
+/// (added to `step.reason`, which says why it changes).
+fn change(
+    step: &mut Step,
+    r: &crate::recipe::Recipe,
+    chosen: Option<&str>,
+    replaces: bool,
+    machine: &MachineFacts,
+    opts: &PlanOptions,
+) {
+    let binary = matches!(r.source, Some(Source::Wheel { .. }));
+    step.action = match (binary, step.status) {
+        (true, _) if replaces => Action::Reinstall,
+        (false, _) if replaces => Action::Rebuild,
+        (true, Status::Missing) => Action::Install,
+        (true, _) => Action::Reinstall,
+        (false, Status::Missing) => Action::Build,
+        (false, _) => Action::Rebuild,
+    };
+    step.version = chosen
+        .map(str::to_string)
+        .or_else(|| r.version.as_ref().map(|v| v.to_string()));
+    if let Err(blocker) = build_blockers(r, machine, &opts.archs) {
+        step.action = Action::Blocked;
+        step.reason = format!("{}; cannot build: {blocker}", step.reason);
+    } else if !binary {
+        match build_spec(r, step.version.as_deref(), machine, opts) {
+            Ok(spec) => step.build = Some(spec),
+            Err(e) => {
+                step.action = Action::Blocked;
+                step.reason = format!("{}; {e}", step.reason);
+            }
+        }
+    }
+}
+
+/// Why a step changes what is installed.
+fn change_reason(a: &Assessment, chosen: Option<&str>, replaces: bool, abi_changed: &[&str]) -> String {
+    match a.status {
+        _ if replaces => format!(
+            "replace {} with {}",
+            a.version.as_deref().unwrap_or("?"),
+            chosen.unwrap_or("?")
+        ),
+        Status::Ok => format!(
+            "built against {}, which this plan replaces (abi = true)",
+            abi_changed.join(", ")
+        ),
+        Status::Missing => format!("missing: {}", a.evidence),
+        s => format!("{}: {}", s.as_str(), a.evidence),
+    }
+}
+
+/// The recipe's `[build]` rendered for this machine: what the build of `version` will run.
+fn build_spec(
+    r: &crate::recipe::Recipe,
+    version: Option<&str>,
+    machine: &MachineFacts,
+    opts: &PlanOptions,
+) -> Result<BuildSpec, super::spec::SpecError> {
+    let toolkit = machine.cuda_toolkit.as_ref();
+    let vars = Vars {
+        python: opts.python.clone(),
+        jobs: jobs_for(r.build.memory_per_job, machine, opts.jobs),
+        version: version.unwrap_or_default().to_string(),
+        cuda_home: toolkit.and_then(|t| t.home.as_ref()).map(|h| h.display().to_string()),
+        cuda_version: toolkit.map(|t| t.version.clone()),
+        archs: opts.archs.clone(),
+        // Known only when the build runs: the spec keeps them as pieces.
+        src: String::new(),
+        wheel_dir: String::new(),
+    };
+    BuildSpec::new(&r.build, &vars)
 }
 
 fn stuck_root(

@@ -32,7 +32,6 @@ impl Session {
             cache,
             logs: logs.clone(),
             installer: Installer::detect().offline(settings.offline),
-            jobs: settings.jobs,
             import_timeout: settings.import_timeout,
             facts: &self.facts,
             offline: settings.offline,

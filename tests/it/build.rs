@@ -469,3 +469,108 @@ fn verify_runs_every_proof_again_for_what_is_installed() {
         )
     );
 }
+
+/// Records the environment, arguments and working directory it ran with into the JSON file
+/// named by its first argument, then runs the rest of its arguments (if any) as a command.
+const DUMP_ENV: &str = r#"import json, os, sys
+with open(sys.argv[1], "w") as f:
+    json.dump({"env": dict(os.environ), "argv": sys.argv[1:], "cwd": os.getcwd()}, f)
+if len(sys.argv) > 2:
+    os.execv(sys.argv[2], sys.argv[2:])
+"#;
+
+#[test]
+fn the_build_runs_with_the_env_and_commands_kiln_plan_shows() {
+    let w = World::new();
+    let dumps = w.dir.path().join("dumps");
+    std::fs::create_dir_all(&dumps).unwrap();
+    w.write("packages/kiln-fixture-pure/dump_env.py", DUMP_ENV);
+    let dump = |name: &str| dumps.join(name).display().to_string();
+    w.write(
+        "recipes/fixture-pure.toml",
+        &format!(
+            r#"[package]
+name = "fixture-pure"
+dist = "kiln-fixture-pure"
+version = "1.0.0"
+summary = "test fixture: pure Python, built by commands that write down how they ran"
+
+[source]
+path = "../packages/kiln-fixture-pure"
+
+[build]
+env = {{ MAX_JOBS = "{{jobs}}", CC = "gcc", NVCC_APPEND_FLAGS = "-t{{jobs}} --x", KILN_TEST_VERSION = "{{version}}", KILN_TEST_PYTHON = "{{python}}" }}
+prepare = [["{{python}}", "{{src}}/dump_env.py", "{prepare}"]]
+wheel = ["{{python}}", "{{src}}/dump_env.py", "{wheel}", "{{python}}", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-input", "-w", "{{wheel_dir}}", "{{src}}"]
+
+[verify]
+imports = ["kiln_fixture_pure"]
+"#,
+            prepare = dump("prepare.json"),
+            wheel = dump("wheel.json"),
+        ),
+    );
+    // Plan and install are separate runs: both see three CPUs.
+    let plan = w
+        .kiln()
+        .env("KILN_CPUS", "3")
+        .args(["plan", "--json", "fixture-pure"])
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    let plan = stdout_json(&plan);
+    let step = crate::common::step(&plan, "fixture-pure");
+    assert_eq!(step["jobs"], 3, "{step}");
+    let shown = step["env"].as_object().unwrap();
+    assert_eq!(shown["MAX_JOBS"], "3");
+    assert_eq!(shown["NVCC_APPEND_FLAGS"], "-t3 --x");
+    assert_eq!(shown["KILN_TEST_VERSION"], "1.0.0");
+    assert_eq!(shown["KILN_TEST_PYTHON"], w.python.display().to_string());
+
+    let out = w
+        .kiln()
+        .env("KILN_CPUS", "3")
+        .args(["install", "--json", "fixture-pure"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    w.py("import kiln_fixture_pure").unwrap();
+    for (name, command) in [
+        ("prepare.json", &step["prepare"][0]),
+        ("wheel.json", &step["wheel_command"]),
+    ] {
+        let ran: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dumps.join(name)).unwrap()).unwrap();
+        // Every variable the plan shows, with the value it shows.
+        for (k, v) in shown {
+            assert_eq!(&ran["env"][k], v, "{name}: {k}");
+        }
+        // The arguments the plan shows, with the run's directories in place of its placeholders.
+        let src = ran["cwd"].as_str().unwrap();
+        let wheel_dir = std::path::Path::new(src)
+            .parent()
+            .unwrap()
+            .join("wheel")
+            .display()
+            .to_string();
+        let argv: Vec<String> = ran["argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                a.as_str()
+                    .unwrap()
+                    .replace(&wheel_dir, "<wheel dir>")
+                    .replace(src, "<source dir>")
+            })
+            .collect();
+        let shown_argv: Vec<&str> = command
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(shown_argv[0], w.python.display().to_string(), "{name}");
+        assert_eq!(argv, shown_argv[2..], "{name}: {command}");
+        assert_eq!(shown_argv[1], "<source dir>/dump_env.py");
+    }
+}

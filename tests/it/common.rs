@@ -191,6 +191,13 @@ impl World {
         std::fs::write(&p, text.replace(from, to)).unwrap();
     }
 
+    /// Writes a fixture file (relative to the copied fixtures dir), replacing what was there.
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join("fixtures").join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+    }
+
     /// Replaces the `[source]` table of a fixture recipe.
     pub fn use_source(&self, recipe: &str, source: &str) {
         let p = self.recipes.join(format!("{recipe}.toml"));

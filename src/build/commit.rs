@@ -1,0 +1,344 @@
+//! Installing a prepared step and proving it, one step at a time: back up the installed
+//! distribution (every file its `RECORD` lists), install, verify with a fresh probe (every
+//! import, and the smoke test where a GPU of the target arch is here), and write `kiln.json`
+//! into its dist-info. On any failure the new install is removed and the backup put back, and
+//! the failure says how. A verified wheel is kept in the wheel cache and the build tree removed;
+//! a failed step keeps its tree for whoever debugs it.
+//!
+//! It deliberately ignores how the wheel was made (`step` and `wheel` did that) and never keeps
+//! an unverified wheel.
+
+use std::path::{Path, PathBuf};
+
+use super::failure::{BuildFailure, Restored, StepError};
+use super::install::Backup;
+use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
+use super::{Context, Phase, Reporter, source, wheels};
+use crate::probe::normalize;
+use crate::probe::python::{self, PythonFacts};
+use crate::recipe::Recipe;
+use crate::resolve::{Plan, Step};
+
+/// What a step that changed something leaves behind.
+pub(super) struct StepDone {
+    pub wheel: Option<PathBuf>,
+    pub source: String,
+    pub from_cache: bool,
+    /// Something the user should know about how it went (a retry with fewer jobs).
+    pub note: Option<String>,
+    /// The verification probe's facts: the environment as it is after this step.
+    pub facts: PythonFacts,
+}
+
+/// Installs a prepared step and proves it; on any failure puts the environment back. Runs one
+/// at a time: installs never overlap.
+pub(super) fn commit(
+    step: &Step,
+    plan: &Plan,
+    cx: &Context,
+    p: Prepared,
+    reporter: &dyn Reporter,
+) -> Result<StepDone, BuildFailure> {
+    let fail = |phase, e| BuildFailure::new(&step.name, phase, e);
+    let r = recipe_of(step, cx)?;
+    let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
+    let installed = cx.facts.dists.get(&normalize(&dist));
+    let backup = Backup::take(installed, &p.work.join("backup")).map_err(|e| fail(Phase::Install, e.into()))?;
+    reporter.phase(step, Phase::Install, &format!("{} ({})", dist, cx.installer.name()));
+    let constraints = if r.install_deps {
+        let context = format!("cannot write the constraints into {}", p.work.display());
+        Some(write_constraints(cx, &dist, &p.work).map_err(|e| fail(Phase::Install, StepError::io(context)(e)))?)
+    } else {
+        None
+    };
+    let verified = cx
+        .installer
+        .install(
+            &cx.python,
+            std::slice::from_ref(&p.to_install),
+            r.install_deps,
+            constraints.as_deref(),
+            p.index_url.as_deref(),
+        )
+        .run_logged(&log_of(cx, step, Phase::Install))
+        .map_err(|e| BuildFailure::of_command(&step.name, Phase::Install, e))
+        .and_then(|()| {
+            reporter.phase(step, Phase::Verify, &r.imports.join(", "));
+            let facts = verify(step, r, plan, cx)?;
+            record(step, r, plan, cx, &facts, &dist, &p).map(|()| facts)
+        });
+    let facts = match verified {
+        Ok(facts) => facts,
+        Err(mut f) => {
+            reporter.phase(step, Phase::Restore, "putting the environment back");
+            let log = log_of(cx, step, Phase::Restore);
+            let _ = cx.installer.uninstall(&cx.python, &dist).run_logged(&log);
+            f.restored = put_back(&dist, backup.as_ref(), &log);
+            return Err(f);
+        }
+    };
+    let _ = std::fs::remove_dir_all(p.work.join("backup"));
+    let wheel = keep_wheel(&cx.cache, &p, &log_of(cx, step, Phase::Wheel));
+    clean_up(&p.work, wheel.as_deref());
+    Ok(StepDone {
+        wheel,
+        source: p.identity,
+        from_cache: p.from_cache,
+        note: p.note,
+        facts,
+    })
+}
+
+/// Proves the component in a fresh interpreter: every import its recipe names must run.
+fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFacts, BuildFailure> {
+    let fail = |e| BuildFailure::new(&step.name, Phase::Verify, e);
+    let mut imports = r.imports.clone();
+    // Import what it links against first (torch above all), so the probe records their ABI facts.
+    for d in r.depends_with(&step.features).filter(|d| d.abi) {
+        if let Some(first) = cx.set.get(&d.name).and_then(|x| x.imports.first())
+            && !imports.contains(first)
+        {
+            imports.insert(0, first.clone());
+        }
+    }
+    for f in &step.features {
+        if let Some(feat) = r.features.get(f) {
+            imports.extend(feat.imports.iter().cloned());
+        }
+    }
+    let facts = python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| fail(e.into()))?;
+    let failed: Vec<(String, String)> = imports
+        .iter()
+        .filter_map(|m| {
+            let res = facts.imports.get(m)?;
+            (!res.ok).then(|| (m.clone(), res.error.clone().unwrap_or_else(|| "?".into())))
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(fail(StepError::Imports(failed)));
+    }
+    // Where a GPU of the target arch is here, the kernels must also run.
+    if !crate::probe::smoke::runnable_archs(&cx.machine.gpu_archs(), &plan.archs).is_empty()
+        && let Some(smoke) = &r.smoke
+    {
+        let script = crate::probe::smoke::Script {
+            component: &r.name,
+            path: &smoke.path,
+            text: &smoke.text,
+        };
+        let s = crate::probe::smoke::run(&cx.python, &script, &cx.cache.join("smoke"), cx.import_timeout);
+        if !s.ok {
+            return Err(fail(StepError::Smoke(s.error.unwrap_or_default())));
+        }
+    }
+    Ok(facts)
+}
+
+/// Writes `<dist-info>/kiln.json`: what was built, from what, for which archs and toolkit, and
+/// the fingerprint of every dependency it links against (`abi = true`), so that a later change
+/// of that dependency makes it `stale`.
+fn record(
+    step: &Step,
+    r: &Recipe,
+    plan: &Plan,
+    cx: &Context,
+    facts: &PythonFacts,
+    dist: &str,
+    p: &Prepared,
+) -> Result<(), BuildFailure> {
+    let fail = |e| BuildFailure::new(&step.name, Phase::Verify, e);
+    let installed = facts
+        .dists
+        .get(&normalize(dist))
+        .ok_or_else(|| fail(StepError::NotListed { dist: dist.to_string() }))?;
+    let Some(info) = &installed.dist_info else {
+        return Ok(());
+    };
+    let (built_against, _) = abi_fingerprints(r, step, cx, facts);
+    let rec = python::BuildRecord {
+        component: r.name.clone(),
+        version: installed.version.clone(),
+        source: p.identity.clone(),
+        wheel_sha256: p.wheel.as_deref().and_then(|w| source::sha256_file(w).ok()),
+        archs: plan.archs.clone(),
+        cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
+        built_against,
+        features: step.features.clone(),
+    };
+    let io = |e| fail(StepError::io(format!("cannot write kiln.json into {info}"))(e));
+    let text = serde_json::to_string_pretty(&rec).map_err(|e| io(std::io::Error::other(e)))?;
+    std::fs::write(Path::new(info).join("kiln.json"), text).map_err(io)?;
+    // List it in RECORD, so that uninstalling the distribution removes it too.
+    let record = Path::new(info).join("RECORD");
+    let listed = std::fs::read_to_string(&record).map_err(io)?;
+    let dir = Path::new(info)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if let Some(text) = listed_with(&listed, &format!("{dir}/kiln.json")) {
+        std::fs::write(&record, text).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// `record` with a line for `path` added; `None` when it lists it already.
+fn listed_with(record: &str, path: &str) -> Option<String> {
+    let line = format!("{path},,");
+    if record.lines().any(|l| l == line) {
+        return None;
+    }
+    let sep = if record.ends_with('\n') || record.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    Some(format!("{record}{sep}{line}\n"))
+}
+
+/// Puts the backup back after the failed install was uninstalled; says what was done.
+fn put_back(dist: &str, backup: Option<&Backup>, log: &Path) -> Restored {
+    match backup {
+        None => Restored::Removed { dist: dist.to_string() },
+        Some(b) => match b.restore() {
+            Ok(()) => Restored::Restored {
+                dist: dist.to_string(),
+                files: b.len(),
+            },
+            Err(error) => Restored::Failed {
+                error: Box::new(error),
+                log: log.to_path_buf(),
+            },
+        },
+    }
+}
+
+/// Keeps a verified wheel in the wheel cache; returns where the wheel now is. A cache that
+/// cannot be written costs a later rebuild, not this install: said in the wheel log.
+fn keep_wheel(cache: &Path, p: &Prepared, wheel_log: &Path) -> Option<PathBuf> {
+    let (false, Some((key, inputs)), Some(w)) = (p.from_cache, &p.cache_entry, &p.wheel) else {
+        return p.wheel.clone();
+    };
+    match wheels::store(cache, key, inputs, w) {
+        Ok(kept) => Some(kept),
+        Err(e) => {
+            let note = format!("\n# not kept in the wheel cache: {e}\n");
+            let _ = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(wheel_log)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
+            p.wheel.clone()
+        }
+    }
+}
+
+/// The build tree (sources, objects, the build-requirements overlay) is most of the disk a
+/// build takes: gone once the component is proven, all of it unless the wheel still lives there.
+fn clean_up(work: &Path, wheel: Option<&Path>) {
+    let _ = std::fs::remove_dir_all(work.join("src"));
+    let _ = std::fs::remove_dir_all(work.join("build-requires"));
+    if wheel.is_none_or(|w| !w.starts_with(work)) {
+        let _ = std::fs::remove_dir_all(work);
+    }
+}
+
+/// Pins every installed distribution kiln manages, so that installing with dependencies can
+/// never replace one of them (torch above all) behind the user's back.
+fn write_constraints(cx: &Context, except: &str, work: &Path) -> std::io::Result<PathBuf> {
+    let mut lines = Vec::new();
+    for r in cx.set.recipes.values() {
+        let Some(d) = &r.dist else { continue };
+        if normalize(d) == normalize(except) {
+            continue;
+        }
+        if let Some(inst) = cx.facts.dists.get(&normalize(d)) {
+            lines.push(format!("{}=={}", inst.name, inst.version));
+        }
+    }
+    std::fs::create_dir_all(work)?;
+    let path = work.join("constraints.txt");
+    std::fs::write(&path, lines.join("\n") + "\n")?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::python::Dist;
+
+    #[test]
+    fn kiln_json_is_listed_in_record_once() {
+        let added = listed_with("a/x.py,sha256=1,2", "a-1.dist-info/kiln.json").unwrap();
+        assert_eq!(added, "a/x.py,sha256=1,2\na-1.dist-info/kiln.json,,\n");
+        assert_eq!(listed_with(&added, "a-1.dist-info/kiln.json"), None);
+        assert_eq!(listed_with("", "k.json").unwrap(), "k.json,,\n");
+    }
+
+    /// A distribution `demo` 1.0 installed in `site` with one module.
+    fn installed(site: &Path) -> Dist {
+        let info = site.join("demo-1.0.dist-info");
+        std::fs::create_dir_all(&info).unwrap();
+        std::fs::write(site.join("demo.py"), "V = 1\n").unwrap();
+        std::fs::write(info.join("RECORD"), "demo.py,,\ndemo-1.0.dist-info/RECORD,,\n").unwrap();
+        Dist {
+            name: "demo".into(),
+            version: "1.0".into(),
+            location: Some(site.display().to_string()),
+            dist_info: Some(info.display().to_string()),
+            direct_url: None,
+            requires: Vec::new(),
+            installer: None,
+            kiln: None,
+        }
+    }
+
+    #[test]
+    fn a_failed_step_puts_back_what_was_there_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site");
+        let dist = installed(&site);
+        let backup = Backup::take(Some(&dist), &dir.path().join("backup")).unwrap().unwrap();
+        // The failed install replaced the module, then was uninstalled.
+        std::fs::remove_file(site.join("demo.py")).unwrap();
+        std::fs::remove_dir_all(site.join("demo-1.0.dist-info")).unwrap();
+        let log = dir.path().join("demo.restore.log");
+        let r = put_back("demo", Some(&backup), &log);
+        assert!(matches!(r, Restored::Restored { files: 2, .. }), "{r:?}");
+        assert_eq!(r.to_string(), "the previous demo was restored (2 files)");
+        assert_eq!(std::fs::read_to_string(site.join("demo.py")).unwrap(), "V = 1\n");
+        // Nothing was installed before: removing the new one is the whole restore.
+        let r = put_back("demo", None, &log);
+        assert_eq!(r.to_string(), "demo was removed again; it was not installed before");
+        // A backup whose copies are gone cannot be restored, and says where to look.
+        std::fs::remove_dir_all(dir.path().join("backup")).unwrap();
+        let r = put_back("demo", Some(&backup), &log);
+        assert!(matches!(r, Restored::Failed { .. }));
+        assert!(
+            r.to_string().starts_with("RESTORE FAILED: cannot restore demo: "),
+            "{r}"
+        );
+        assert!(r.to_string().ends_with(&format!("see {}", log.display())), "{r}");
+    }
+
+    #[test]
+    fn a_proven_build_leaves_only_a_wheel_that_still_lives_in_its_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = |name: &str| {
+            let work = dir.path().join(name);
+            for d in ["src", "build-requires", "wheel"] {
+                std::fs::create_dir_all(work.join(d)).unwrap();
+            }
+            std::fs::write(work.join("wheel/a.whl"), "").unwrap();
+            work
+        };
+        // The wheel went to the wheel cache: the whole tree goes.
+        let cached = tree("cached");
+        clean_up(&cached, Some(&dir.path().join("cache/a.whl")));
+        assert!(!cached.exists());
+        // The cache could not keep it: the wheel stays, sources and overlay go.
+        let kept = tree("kept");
+        clean_up(&kept, Some(&kept.join("wheel/a.whl")));
+        assert!(kept.join("wheel/a.whl").is_file());
+        assert!(!kept.join("src").exists() && !kept.join("build-requires").exists());
+    }
+}

@@ -1,0 +1,202 @@
+//! Running a plan: steps the plan keeps are reported as kept; each changing step's build starts
+//! on its own thread once what it depends on is installed and its planned jobs fit the CPUs and
+//! memory left ([`super::schedule`]); each finished wheel is installed and verified on this
+//! thread, one at a time, in the order builds finish. After a failure no new build starts;
+//! builds under way finish, and those that succeed are installed (they depend on nothing that
+//! failed).
+//!
+//! It deliberately ignores what a step does (`step` and `commit` do it) and never retries a
+//! failed step.
+
+use std::sync::mpsc;
+use std::time::Instant;
+
+use super::commit::{StepDone, commit};
+use super::failure::BuildFailure;
+use super::step::prepare;
+use super::{Context, Outcome, Reporter, RunReport, schedule};
+use crate::probe::python::PythonFacts;
+use crate::resolve::{Plan, Step};
+
+/// Runs every changing step of `plan` (see the module doc).
+pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> RunReport {
+    let steps = &plan.steps;
+    let waits = schedule::waits(plan, cx.set);
+    let mut q = Queue::new(steps.len());
+    for (i, step) in steps.iter().enumerate().filter(|(_, s)| !s.action.changes()) {
+        reporter.step_started(step);
+        q.finished(i, step, outcome(step, Instant::now(), "kept", None), reporter);
+    }
+    let mut budget = schedule::Budget::now(cx.machine);
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel();
+        let mut running = 0;
+        loop {
+            for (i, step) in steps.iter().enumerate() {
+                if !q.may_start(i, &waits[i]) {
+                    continue;
+                }
+                let (jobs, per_job) = step.build.as_ref().map_or((1, None), |b| (b.jobs, b.memory_per_job));
+                let Some(claim) = budget.claim(jobs, per_job, running) else {
+                    continue;
+                };
+                reporter.step_started(step);
+                q.started[i] = Some(Instant::now());
+                running += 1;
+                let known = q.latest.clone().unwrap_or_else(|| cx.facts.clone());
+                let tx = tx.clone();
+                scope.spawn(move || {
+                    let _ = tx.send((i, claim, prepare(step, plan, cx, &known, reporter)));
+                });
+            }
+            if running == 0 {
+                break;
+            }
+            let Ok((i, claim, prepared)) = rx.recv() else { break };
+            running -= 1;
+            budget.release(claim);
+            let step = &steps[i];
+            let since = q.started[i].unwrap_or_else(Instant::now);
+            match prepared.and_then(|p| commit(step, plan, cx, p, reporter)) {
+                Ok(done) => {
+                    q.finished(i, step, outcome(step, since, "done", Some(&done)), reporter);
+                    let before = q.latest.take();
+                    q.latest = Some(carry_torch_facts(before.as_ref().unwrap_or(cx.facts), done.facts));
+                }
+                Err(f) => {
+                    q.finished(i, step, outcome(step, since, "failed", None), reporter);
+                    q.failures.push(f);
+                }
+            }
+        }
+    });
+    q.report()
+}
+
+/// Where each step of a run is.
+struct Queue {
+    outcomes: Vec<Option<Outcome>>,
+    installed: Vec<bool>,
+    started: Vec<Option<Instant>>,
+    failures: Vec<BuildFailure>,
+    /// The environment as the last verification saw it (`None`: as the plan saw it).
+    latest: Option<PythonFacts>,
+}
+
+impl Queue {
+    fn new(n: usize) -> Queue {
+        Queue {
+            outcomes: vec![None; n],
+            installed: vec![false; n],
+            started: vec![None; n],
+            failures: Vec::new(),
+            latest: None,
+        }
+    }
+
+    /// Whether step `i` may start: nothing failed, it has not started, and every step it waits
+    /// for is installed.
+    fn may_start(&self, i: usize, waits: &[usize]) -> bool {
+        self.failures.is_empty()
+            && self.started[i].is_none()
+            && !self.installed[i]
+            && waits.iter().all(|&j| self.installed[j])
+    }
+
+    fn finished(&mut self, i: usize, step: &Step, o: Outcome, reporter: &dyn Reporter) {
+        reporter.step_finished(step, &o);
+        self.installed[i] = o.result != "failed";
+        self.outcomes[i] = Some(o);
+    }
+
+    fn report(self) -> RunReport {
+        let mut failures = self.failures.into_iter();
+        RunReport {
+            outcomes: self.outcomes.into_iter().flatten().collect(),
+            failure: failures.next(),
+            more_failures: failures.collect(),
+        }
+    }
+}
+
+fn outcome(step: &Step, since: Instant, result: &'static str, done: Option<&StepDone>) -> Outcome {
+    Outcome {
+        name: step.name.clone(),
+        action: step.action,
+        result,
+        seconds: since.elapsed().as_secs_f64(),
+        wheel: done.and_then(|d| d.wheel.as_ref()).map(|w| w.display().to_string()),
+        source: done.map(|d| d.source.clone()),
+        from_cache: done.is_some_and(|d| d.from_cache),
+        note: done.and_then(|d| d.note.clone()),
+    }
+}
+
+/// A verification probe that did not import torch still describes the same torch when its
+/// version did not change: keep the ABI facts an earlier probe saw.
+fn carry_torch_facts(before: &PythonFacts, mut after: PythonFacts) -> PythonFacts {
+    let version = |f: &PythonFacts| f.dists.get("torch").map(|d| d.version.clone());
+    if after.torch.is_none() && version(before) == version(&after) {
+        after.torch = before.torch.clone();
+    }
+    after
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::python::{Dist, TorchFacts};
+
+    fn with_torch(version: &str, facts: Option<TorchFacts>) -> PythonFacts {
+        let mut f = PythonFacts::nothing_installed("/v/bin/python", "3.12.1");
+        f.dists.insert(
+            "torch".into(),
+            Dist {
+                name: "torch".into(),
+                version: version.into(),
+                location: None,
+                dist_info: None,
+                direct_url: None,
+                requires: Vec::new(),
+                installer: None,
+                kiln: None,
+            },
+        );
+        f.torch = facts;
+        f
+    }
+
+    #[test]
+    fn torch_abi_facts_carry_over_only_while_torch_is_the_same() {
+        let abi = TorchFacts {
+            version: Some("2.14.1".into()),
+            cuda: Some("13.0".into()),
+            git_version: None,
+            cxx11_abi: Some(true),
+            arch_list: None,
+        };
+        let before = with_torch("2.14.1", Some(abi.clone()));
+        let same = carry_torch_facts(&before, with_torch("2.14.1", None));
+        assert_eq!(same.torch, Some(abi));
+        let replaced = carry_torch_facts(&before, with_torch("2.15.0", None));
+        assert_eq!(replaced.torch, None);
+    }
+
+    #[test]
+    fn a_step_starts_once_what_it_waits_for_is_installed_and_nothing_failed() {
+        let mut q = Queue::new(3);
+        assert!(q.may_start(0, &[]));
+        assert!(!q.may_start(2, &[0, 1]));
+        q.installed[0] = true;
+        q.installed[1] = true;
+        assert!(q.may_start(2, &[0, 1]));
+        q.started[2] = Some(Instant::now());
+        assert!(!q.may_start(2, &[0, 1]), "started once");
+        q.failures.push(BuildFailure::new(
+            "x",
+            super::super::Phase::Wheel,
+            super::super::StepError::NoRecipe,
+        ));
+        assert!(!q.may_start(1, &[]), "no new build after a failure");
+    }
+}

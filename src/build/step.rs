@@ -1,0 +1,215 @@
+//! One step's wheel, ready to install: its source fetched into a fresh work directory and its
+//! wheel taken from the wheel cache when the same inputs built one before, else built as the
+//! plan's spec says ([`super::wheel`]); for a binary wheel from an index, just the requirement.
+//!
+//! It touches nothing in the environment, so steps whose dependencies are installed prepare
+//! side by side. It deliberately ignores installing (that is [`super::commit`]'s job).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::failure::{BuildFailure, StepError};
+use super::wheel::WheelJob;
+use super::{Context, Phase, Reporter, run_stamp, source, wheels};
+use crate::probe::normalize;
+use crate::probe::python::PythonFacts;
+use crate::recipe::{Recipe, Source};
+use crate::resolve::{Plan, Step};
+
+/// A step's wheel, built (or found in the cache) and ready to install; for an index wheel, the
+/// requirement to install.
+pub(super) struct Prepared {
+    pub to_install: String,
+    pub identity: String,
+    pub wheel: Option<PathBuf>,
+    pub index_url: Option<String>,
+    pub cache_entry: Option<(wheels::WheelKey, serde_json::Value)>,
+    pub from_cache: bool,
+    pub note: Option<String>,
+    pub work: PathBuf,
+}
+
+pub(super) fn recipe_of<'a>(step: &Step, cx: &Context<'a>) -> Result<&'a Recipe, BuildFailure> {
+    cx.set
+        .get(&step.name)
+        .ok_or_else(|| BuildFailure::new(&step.name, Phase::Fetch, StepError::NoRecipe))
+}
+
+pub(super) fn log_of(cx: &Context, step: &Step, phase: Phase) -> PathBuf {
+    cx.logs.join(format!("{}.{}.log", step.name, phase.as_str()))
+}
+
+/// Fetches the source and builds the wheel as the plan's spec says (or takes it from the wheel
+/// cache). `known` is the environment as the last verification saw it (for ABI fingerprints).
+pub(super) fn prepare(
+    step: &Step,
+    plan: &Plan,
+    cx: &Context,
+    known: &PythonFacts,
+    reporter: &dyn Reporter,
+) -> Result<Prepared, BuildFailure> {
+    let fail = |phase, e| BuildFailure::new(&step.name, phase, e);
+    let r = recipe_of(step, cx)?;
+    // The source of the version the plan chose (a recipe can describe several).
+    let source = r
+        .source_of(step.version.as_deref())
+        .ok_or_else(|| fail(Phase::Fetch, StepError::NoSource))?;
+    let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
+    if let Source::Wheel { requirement, index_url } = source {
+        return Ok(Prepared {
+            to_install: requirement.clone(),
+            identity: format!("index:{requirement}"),
+            wheel: None,
+            index_url: index_url.clone(),
+            cache_entry: None,
+            from_cache: false,
+            note: None,
+            work,
+        });
+    }
+    let spec = step
+        .build
+        .as_ref()
+        .ok_or_else(|| fail(Phase::Fetch, StepError::NoSpec))?;
+    reporter.phase(step, Phase::Fetch, &describe(source));
+    let fetched = source::fetch(
+        source,
+        r.dir.as_deref(),
+        &work,
+        &cx.cache,
+        cx.offline,
+        &log_of(cx, step, Phase::Fetch),
+    )
+    .map_err(|e| match e {
+        source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),
+        other => fail(Phase::Fetch, other.into()),
+    })?;
+    let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
+    let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::lookup(&cx.cache, key));
+    let (wheel, from_cache, note) = match cached {
+        Some(w) => {
+            reporter.phase(step, Phase::Wheel, "from the wheel cache");
+            (w, true, None)
+        }
+        None => {
+            let job = WheelJob {
+                step,
+                spec,
+                cx,
+                src: &fetched.dir,
+                work: &work,
+                reporter,
+            };
+            let (w, n) = job.build()?;
+            (w, false, n)
+        }
+    };
+    Ok(Prepared {
+        to_install: wheel.display().to_string(),
+        identity: fetched.identity,
+        wheel: Some(wheel),
+        index_url: None,
+        cache_entry,
+        from_cache,
+        note,
+        work,
+    })
+}
+
+/// The fingerprint of each dependency the step links against (`abi = true`) in `facts`, and
+/// whether all are known (torch counts as known only with the ABI facts of an import).
+pub(super) fn abi_fingerprints(
+    r: &Recipe,
+    step: &Step,
+    cx: &Context,
+    facts: &PythonFacts,
+) -> (BTreeMap<String, String>, bool) {
+    let mut out = BTreeMap::new();
+    let mut complete = true;
+    for d in r.depends_with(&step.features).filter(|d| d.abi) {
+        let dep_dist = cx
+            .set
+            .get(&d.name)
+            .and_then(|x| x.dist.clone())
+            .unwrap_or_else(|| d.name.clone());
+        match facts.fingerprint(&dep_dist) {
+            Some(fp) => {
+                complete &= normalize(&dep_dist) != "torch" || facts.torch.is_some();
+                out.insert(d.name.clone(), fp);
+            }
+            None => complete = false,
+        }
+    }
+    (out, complete)
+}
+
+/// The wheel cache key of this build, with its inputs; `None` when something that decides the
+/// binary is unknown (an ABI dependency's fingerprint, a local tree that cannot be read).
+fn cache_key(
+    step: &Step,
+    r: &Recipe,
+    plan: &Plan,
+    cx: &Context,
+    known: &PythonFacts,
+    source: &Source,
+    fetched: &source::Fetched,
+) -> Option<(wheels::WheelKey, serde_json::Value)> {
+    let (abi, complete) = abi_fingerprints(r, step, cx, known);
+    if !complete {
+        return None;
+    }
+    let identity = match source {
+        Source::Path { .. } => format!("tree:{}", wheels::tree_hash(&fetched.dir).ok()?),
+        _ => fetched.identity.clone(),
+    };
+    let m = &known.python.markers;
+    let inputs = wheels::KeyInputs {
+        component: &r.name,
+        version: step.version.as_deref().unwrap_or_default(),
+        features: &step.features,
+        source: &identity,
+        build: serde_json::to_value(&r.build).ok()?,
+        archs: plan.archs.clone(),
+        cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
+        host_compiler: cx.machine.host_compiler.as_ref().map(|c| c.value.as_str()),
+        python: &known.python.version,
+        implementation: &known.python.implementation,
+        platform: m
+            .get("sys_platform")
+            .zip(m.get("platform_machine"))
+            .map(|(s, a)| format!("{s} {a}")),
+        abi: &abi,
+    };
+    Some((wheels::WheelKey::of(&inputs), serde_json::to_value(&inputs).ok()?))
+}
+
+/// The source in a few words, for progress.
+fn describe(s: &Source) -> String {
+    match s {
+        Source::Sdist { url, .. } => url.rsplit('/').next().unwrap_or(url).to_string(),
+        Source::Git { url, rev, .. } => format!("{url} @ {rev}"),
+        Source::Path { path } => path.display().to_string(),
+        Source::Wheel { requirement, .. } => requirement.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_described_in_a_few_words() {
+        let sdist = Source::Sdist {
+            url: "https://files.example/flashinfer-0.7.4.tar.gz".into(),
+            sha256: "00".into(),
+        };
+        assert_eq!(describe(&sdist), "flashinfer-0.7.4.tar.gz");
+        let git = Source::Git {
+            url: "https://github.com/x/y.git".into(),
+            rev: "v1".into(),
+            subdir: None,
+            submodules: false,
+        };
+        assert_eq!(describe(&git), "https://github.com/x/y.git @ v1");
+    }
+}

@@ -1,0 +1,265 @@
+//! Building one wheel exactly as the plan's [`BuildSpec`] says: its build requirements into a
+//! private overlay, `cargo metadata` for a Rust crate, each `prepare` command, then the wheel
+//! command, all in the source tree with the spec's environment. The only values filled in here
+//! are the run's: the source, wheel and overlay directories, kiln's own `PATH`, and the jobs,
+//! which start as planned and are halved (down to one) after a compile killed for memory; the
+//! note that comes back says so.
+//!
+//! It deliberately renders no recipe template (the plan did) and decides no job count of its
+//! own beyond that retry.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::failure::{BuildFailure, StepError, retry_jobs};
+use super::step::log_of;
+use super::{Context, Phase, Reporter};
+use crate::process::{Cmd, CommandFailed};
+use crate::resolve::Step;
+use crate::resolve::spec::{Arg, BuildSpec, Piece, RunValues};
+
+/// `cargo metadata --no-deps` reads manifests and nothing else: minutes mean it is stuck.
+const CARGO_METADATA_LIMIT: Duration = Duration::from_secs(300);
+
+/// One wheel build: the step, its spec, and where it happens.
+pub(super) struct WheelJob<'a> {
+    pub step: &'a Step,
+    pub spec: &'a BuildSpec,
+    pub cx: &'a Context<'a>,
+    pub src: &'a Path,
+    pub work: &'a Path,
+    pub reporter: &'a dyn Reporter,
+}
+
+impl WheelJob<'_> {
+    /// Runs the spec; returns the wheel, and a note when the compile had to be retried.
+    pub fn build(&self) -> Result<(PathBuf, Option<String>), BuildFailure> {
+        let wheel_dir = self.work.join("wheel");
+        std::fs::create_dir_all(&wheel_dir).map_err(|e| {
+            let context = format!("cannot create {}", wheel_dir.display());
+            self.fail(Phase::Wheel, StepError::io(context)(e))
+        })?;
+        let mut values = run_values(self.spec, self.src, &wheel_dir, &self.work.join("build-requires"));
+        self.build_requires(&values)?;
+        if let Some(manifest) = &self.spec.cargo_manifest {
+            self.cargo_metadata(manifest)?;
+        }
+        for command in &self.spec.prepare {
+            let argv = BuildSpec::argv(command, &values);
+            self.reporter.phase(self.step, Phase::Prepare, &argv.join(" "));
+            self.command(Phase::Prepare, argv, &values)?
+                .run_logged(&self.log(Phase::Prepare))
+                .map_err(|e| self.command_failed(Phase::Prepare, e))?;
+        }
+        let killed = self.wheel(&mut values, &wheel_dir)?;
+        let note = (killed > 0).then(|| {
+            format!(
+                "the compiler was killed {killed} time{} (most likely by the OOM killer); built with {}",
+                plural(killed),
+                jobs_text(values.jobs)
+            )
+        });
+        let wheel = one_wheel(&wheel_dir).map_err(|e| self.fail(Phase::Wheel, e))?;
+        Ok((wheel, note))
+    }
+
+    /// Runs the wheel command; a compile killed for memory is run again with half the jobs,
+    /// down to one. Returns how many times it was killed.
+    fn wheel(&self, values: &mut RunValues, wheel_dir: &Path) -> Result<usize, BuildFailure> {
+        let mut killed = 0;
+        loop {
+            let argv = BuildSpec::argv(&self.spec.wheel, values);
+            self.reporter.phase(self.step, Phase::Wheel, &jobs_text(values.jobs));
+            let ran = self
+                .command(Phase::Wheel, argv, values)?
+                .run_logged(&self.log(Phase::Wheel));
+            let Err(e) = ran else { return Ok(killed) };
+            let Some(fewer) = retry_jobs(values.jobs, &e) else {
+                return Err(self.command_failed(Phase::Wheel, e));
+            };
+            killed += 1;
+            values.jobs = fewer;
+            let retry = format!(
+                "the compiler was killed (most likely out of memory); retrying with {}",
+                jobs_text(fewer)
+            );
+            self.reporter.phase(self.step, Phase::Wheel, &retry);
+            let _ = std::fs::remove_dir_all(wheel_dir);
+            let _ = std::fs::create_dir_all(wheel_dir);
+        }
+    }
+
+    /// Installs the build requirements into the overlay the spec's environment points at.
+    fn build_requires(&self, values: &RunValues) -> Result<(), BuildFailure> {
+        if self.spec.requires.is_empty() {
+            return Ok(());
+        }
+        self.reporter
+            .phase(self.step, Phase::BuildRequires, &self.spec.requires.join(" "));
+        self.cx
+            .installer
+            .install_target(&self.cx.python, &self.spec.requires, Path::new(&values.overlay))
+            .run_logged(&self.log(Phase::BuildRequires))
+            .map_err(|e| self.command_failed(Phase::BuildRequires, e))
+    }
+
+    /// Reads the Rust crate at `manifest` with `cargo metadata`, logged and within a time limit;
+    /// its packages go beside the prepare log.
+    fn cargo_metadata(&self, manifest: &str) -> Result<(), BuildFailure> {
+        self.reporter
+            .phase(self.step, Phase::Prepare, &format!("cargo metadata {manifest}"));
+        let mut metadata = cargo_metadata::MetadataCommand::new();
+        metadata.manifest_path(self.src.join(manifest)).no_deps();
+        let log = self.log(Phase::Prepare);
+        let unreadable = |detail: String| StepError::CargoMetadata {
+            manifest: manifest.to_string(),
+            detail,
+        };
+        let json = Cmd::from_std(&metadata.cargo_command())
+            .timeout(CARGO_METADATA_LIMIT)
+            .output_logged(&log)
+            .map_err(|e| {
+                let detail = e.to_string();
+                BuildFailure {
+                    message: Box::new(unreadable(detail)),
+                    ..self.command_failed(Phase::Prepare, e)
+                }
+            })?;
+        let meta = cargo_metadata::MetadataCommand::parse(json)
+            .map_err(|e| self.fail(Phase::Prepare, unreadable(e.to_string())))?;
+        let names: Vec<String> = meta
+            .packages
+            .iter()
+            .map(|p| format!("{} {}", p.name, p.version))
+            .collect();
+        let _ = std::fs::write(log.with_extension("cargo.txt"), names.join("\n"));
+        Ok(())
+    }
+
+    /// `argv` as a command in the source tree with the spec's environment.
+    fn command(&self, phase: Phase, argv: Vec<String>, values: &RunValues) -> Result<Cmd, BuildFailure> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err(self.fail(phase, StepError::EmptyCommand));
+        };
+        let mut c = Cmd::new(program.clone()).args(args.iter().cloned()).cwd(self.src);
+        for (k, v) in self.spec.env_with(values) {
+            c = c.env(k, v);
+        }
+        Ok(c)
+    }
+
+    fn log(&self, phase: Phase) -> PathBuf {
+        log_of(self.cx, self.step, phase)
+    }
+
+    fn fail(&self, phase: Phase, e: StepError) -> BuildFailure {
+        BuildFailure::new(&self.step.name, phase, e)
+    }
+
+    fn command_failed(&self, phase: Phase, e: CommandFailed) -> BuildFailure {
+        BuildFailure::of_command(&self.step.name, phase, e)
+    }
+}
+
+/// The run's values: these directories, kiln's `PATH`, and the planned jobs.
+fn run_values(spec: &BuildSpec, src: &Path, wheel_dir: &Path, overlay: &Path) -> RunValues {
+    let inherited = spec
+        .env
+        .values()
+        .flat_map(|a: &Arg| &a.0)
+        .filter_map(|p| match p {
+            Piece::Inherited(name) => Some((name.clone(), std::env::var(name).unwrap_or_default())),
+            _ => None,
+        })
+        .collect();
+    RunValues {
+        src: src.display().to_string(),
+        wheel_dir: wheel_dir.display().to_string(),
+        overlay: overlay.display().to_string(),
+        jobs: spec.jobs,
+        inherited,
+    }
+}
+
+/// The one wheel a build wrote into `dir`.
+fn one_wheel(dir: &Path) -> Result<PathBuf, StepError> {
+    let context = format!("cannot read {}", dir.display());
+    let wheels: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(StepError::io(context))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    match wheels.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(StepError::NoWheel { dir: dir.to_path_buf() }),
+        many => Err(StepError::ManyWheels(many.len())),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `1 job`, `4 jobs`.
+fn jobs_text(jobs: usize) -> String {
+    format!("{jobs} job{}", plural(jobs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::Build;
+    use crate::recipe::template::{Template, Vars};
+
+    #[test]
+    fn the_run_fills_in_its_directories_and_kilns_path_only() {
+        let build = Build {
+            requires: vec!["setuptools".into()],
+            env: [("MAX_JOBS".to_string(), Template::parse("{jobs}").unwrap())].into(),
+            ..Build::default()
+        };
+        let vars = Vars {
+            python: "/v/bin/python".into(),
+            jobs: 4,
+            ..Vars::default()
+        };
+        let spec = BuildSpec::new(&build, &vars).unwrap();
+        let v = run_values(&spec, Path::new("/w/src"), Path::new("/w/wheel"), Path::new("/w/req"));
+        assert_eq!(
+            (v.src.as_str(), v.wheel_dir.as_str(), v.jobs),
+            ("/w/src", "/w/wheel", 4)
+        );
+        assert_eq!(v.inherited.keys().collect::<Vec<_>>(), ["PATH"]);
+        let env = spec.env_with(&v);
+        assert_eq!(env["PYTHONPATH"], "/w/req");
+        assert_eq!(
+            env["PATH"],
+            format!("/w/req/bin:{}", std::env::var("PATH").unwrap_or_default())
+        );
+        assert_eq!(env["MAX_JOBS"], "4");
+    }
+
+    #[test]
+    fn exactly_one_wheel_is_expected() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(one_wheel(dir.path()), Err(StepError::NoWheel { .. })));
+        std::fs::write(dir.path().join("build.log"), "").unwrap();
+        std::fs::write(dir.path().join("a-1.0-py3-none-any.whl"), "").unwrap();
+        assert_eq!(
+            one_wheel(dir.path()).unwrap(),
+            dir.path().join("a-1.0-py3-none-any.whl")
+        );
+        std::fs::write(dir.path().join("b-1.0-py3-none-any.whl"), "").unwrap();
+        assert_eq!(
+            one_wheel(dir.path()).unwrap_err().to_string(),
+            "the build wrote 2 wheels; expected one"
+        );
+        assert!(one_wheel(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn job_counts_read_as_words() {
+        assert_eq!(jobs_text(1), "1 job");
+        assert_eq!(jobs_text(4), "4 jobs");
+    }
+}

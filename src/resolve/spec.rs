@@ -1,0 +1,343 @@
+//! The build spec: how one step builds — the argument lists of its `prepare` and wheel
+//! commands, its environment, its build requirements and its compile jobs — rendered once, by
+//! the plan, for this machine. `kiln plan` shows it and the build runs it as it is, filling in
+//! only what exists once the build runs: the source and wheel directories, the build
+//! requirements' overlay, and kiln's own `PATH` (behind the overlay's `bin`).
+//!
+//! The jobs are the plan's: the build scheduler starts a build once its planned jobs fit the
+//! CPUs and memory left (or nothing else runs), rather than handing it whatever is free. The
+//! one change a build makes is downwards: a compile killed by the OOM killer is retried with
+//! half the jobs, and its outcome says so.
+//!
+//! It deliberately ignores where the source comes from and when a build starts; and it is
+//! rendered only for steps that build from source (a binary wheel has no build).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use crate::arch::DialectError;
+use crate::recipe::Build;
+use crate::recipe::template::{Part, Template, Var, Vars};
+
+/// A piece of an argument or an environment value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Rendered by the plan.
+    Text(String),
+    /// The unpacked source tree.
+    Src,
+    /// Where the wheel is written.
+    WheelDir,
+    /// The compile jobs: the planned count, lowered only by a retry after an OOM kill.
+    Jobs,
+    /// The private directory the build requirements are installed into.
+    Overlay,
+    /// This variable of the environment kiln runs in (`PATH`).
+    Inherited(String),
+}
+
+/// One argument or environment value: pieces joined.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Arg(pub Vec<Piece>);
+
+/// The values that exist only when the build runs.
+#[derive(Debug, Clone, Default)]
+pub struct RunValues {
+    pub src: String,
+    pub wheel_dir: String,
+    pub overlay: String,
+    pub jobs: usize,
+    pub inherited: BTreeMap<String, String>,
+}
+
+impl RunValues {
+    /// What the plan shows in their place: `<source dir>`, `<wheel dir>`, `<build requirements>`,
+    /// `$PATH`, and the planned jobs.
+    pub fn placeholders(jobs: usize) -> RunValues {
+        RunValues {
+            src: "<source dir>".into(),
+            wheel_dir: "<wheel dir>".into(),
+            overlay: "<build requirements>".into(),
+            jobs,
+            inherited: [("PATH".to_string(), "$PATH".to_string())].into(),
+        }
+    }
+}
+
+impl Arg {
+    fn text(s: &str) -> Arg {
+        Arg(vec![Piece::Text(s.to_string())])
+    }
+
+    /// The template with every variable the plan knows filled in.
+    fn of(t: &Template, vars: &Vars) -> Result<Arg, DialectError> {
+        let mut pieces: Vec<Piece> = Vec::new();
+        for part in t.parts() {
+            let piece = match part {
+                Part::Lit(s) => Piece::Text(s.clone()),
+                Part::Var(Var::Src) => Piece::Src,
+                Part::Var(Var::WheelDir) => Piece::WheelDir,
+                Part::Var(Var::Jobs) => Piece::Jobs,
+                Part::Var(v) => Piece::Text(vars.get(*v)?),
+            };
+            match (pieces.last_mut(), piece) {
+                (Some(Piece::Text(a)), Piece::Text(b)) => a.push_str(&b),
+                (_, p) => pieces.push(p),
+            }
+        }
+        Ok(Arg(pieces))
+    }
+
+    pub fn render(&self, v: &RunValues) -> String {
+        let mut out = String::new();
+        for p in &self.0 {
+            match p {
+                Piece::Text(s) => out.push_str(s),
+                Piece::Src => out.push_str(&v.src),
+                Piece::WheelDir => out.push_str(&v.wheel_dir),
+                Piece::Jobs => out.push_str(&v.jobs.to_string()),
+                Piece::Overlay => out.push_str(&v.overlay),
+                Piece::Inherited(name) => out.push_str(v.inherited.get(name).map_or("", String::as_str)),
+            }
+        }
+        out
+    }
+}
+
+/// How one step builds, as the plan rendered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildSpec {
+    /// Compile jobs (`{jobs}`): `--jobs`, else min(CPUs, available memory / memory per job).
+    pub jobs: usize,
+    /// Memory one job takes, which the scheduler reserves for each.
+    pub memory_per_job: Option<u64>,
+    /// PEP 508 requirements installed into the overlay before anything runs.
+    pub requires: Vec<String>,
+    /// A Cargo manifest (relative to the source) read with `cargo metadata` first.
+    pub cargo_manifest: Option<String>,
+    /// The environment of every command: the recipe's, then the overlay's `PYTHONPATH` and `PATH`.
+    pub env: BTreeMap<String, Arg>,
+    pub prepare: Vec<Vec<Arg>>,
+    pub wheel: Vec<Arg>,
+}
+
+/// Why a step's build cannot be rendered on this machine.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("cannot set {key}: {error}")]
+    Env { key: String, error: DialectError },
+    #[error("cannot render a prepare command: {0}")]
+    Prepare(DialectError),
+    #[error("cannot render the wheel command: {0}")]
+    Wheel(DialectError),
+}
+
+impl BuildSpec {
+    /// Renders the recipe's `[build]` with `vars` (their `src`, `wheel_dir` and `jobs` are not
+    /// read: those stay pieces for the build to fill in).
+    pub fn new(build: &Build, vars: &Vars) -> Result<BuildSpec, SpecError> {
+        let mut env = BTreeMap::new();
+        for (key, t) in &build.env {
+            let arg = Arg::of(t, vars).map_err(|error| SpecError::Env {
+                key: key.clone(),
+                error,
+            })?;
+            env.insert(key.clone(), arg);
+        }
+        if !build.requires.is_empty() {
+            env.insert("PYTHONPATH".into(), Arg(vec![Piece::Overlay]));
+            env.insert(
+                "PATH".into(),
+                Arg(vec![
+                    Piece::Overlay,
+                    Piece::Text("/bin:".into()),
+                    Piece::Inherited("PATH".into()),
+                ]),
+            );
+        }
+        let command = |ts: &[Template]| ts.iter().map(|t| Arg::of(t, vars)).collect::<Result<Vec<_>, _>>();
+        let prepare = build
+            .prepare
+            .iter()
+            .map(|c| command(c))
+            .collect::<Result<_, _>>()
+            .map_err(SpecError::Prepare)?;
+        let wheel = match &build.wheel {
+            Some(ts) => command(ts).map_err(SpecError::Wheel)?,
+            None => default_wheel(&vars.python),
+        };
+        Ok(BuildSpec {
+            jobs: vars.jobs,
+            memory_per_job: build.memory_per_job,
+            requires: build.requires.clone(),
+            cargo_manifest: build.cargo_manifest.clone(),
+            env,
+            prepare,
+            wheel,
+        })
+    }
+
+    /// The environment with the run's values filled in.
+    pub fn env_with(&self, v: &RunValues) -> BTreeMap<String, String> {
+        self.env.iter().map(|(k, a)| (k.clone(), a.render(v))).collect()
+    }
+
+    /// A command's argument list with the run's values filled in.
+    pub fn argv(command: &[Arg], v: &RunValues) -> Vec<String> {
+        command.iter().map(|a| a.render(v)).collect()
+    }
+
+    /// The environment as `kiln plan` shows it.
+    pub fn shown_env(&self) -> BTreeMap<String, String> {
+        self.env_with(&RunValues::placeholders(self.jobs))
+    }
+}
+
+/// `{python} -m pip wheel --no-deps --no-build-isolation --no-input -w {wheel_dir} {src}`.
+fn default_wheel(python: &str) -> Vec<Arg> {
+    let mut argv: Vec<Arg> = [
+        python,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-input",
+        "-w",
+    ]
+    .iter()
+    .map(|s| Arg::text(s))
+    .collect();
+    argv.push(Arg(vec![Piece::WheelDir]));
+    argv.push(Arg(vec![Piece::Src]));
+    argv
+}
+
+/// Flattened into a step: `env` and `jobs` as they always were, and the commands it runs.
+impl Serialize for BuildSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let shown = RunValues::placeholders(self.jobs);
+        let mut m = s.serialize_map(None)?;
+        if !self.env.is_empty() {
+            m.serialize_entry("env", &self.env_with(&shown))?;
+        }
+        m.serialize_entry("jobs", &self.jobs)?;
+        if !self.requires.is_empty() {
+            m.serialize_entry("build_requires", &self.requires)?;
+        }
+        if let Some(c) = &self.cargo_manifest {
+            m.serialize_entry("cargo_manifest", c)?;
+        }
+        if !self.prepare.is_empty() {
+            let prepare: Vec<Vec<String>> = self.prepare.iter().map(|c| BuildSpec::argv(c, &shown)).collect();
+            m.serialize_entry("prepare", &prepare)?;
+        }
+        m.serialize_entry("wheel_command", &BuildSpec::argv(&self.wheel, &shown))?;
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::Arch;
+
+    fn t(s: &str) -> Template {
+        Template::parse(s).unwrap()
+    }
+
+    fn vars(jobs: usize) -> Vars {
+        Vars {
+            python: "/v/bin/python".into(),
+            src: "never read".into(),
+            wheel_dir: "never read".into(),
+            jobs,
+            version: "1.2.3".into(),
+            cuda_home: Some("/usr/local/cuda".into()),
+            cuda_version: Some(semver::Version::new(13, 0, 0)),
+            archs: vec![Arch { major: 12, minor: 0 }],
+        }
+    }
+
+    #[test]
+    fn the_plan_renders_what_it_knows_and_the_run_fills_in_the_rest() {
+        let build = Build {
+            requires: vec!["setuptools>=77".into()],
+            env: [
+                ("ARCHS".to_string(), t("{arch.flashinfer}")),
+                ("MAX_JOBS".to_string(), t("{jobs}")),
+                ("OUT".to_string(), t("{wheel_dir}/x-{version}")),
+            ]
+            .into(),
+            prepare: vec![vec![t("{python}"), t("{src}/tools/prep.py"), t("-j{jobs}")]],
+            wheel: None,
+            memory_per_job: Some(8 << 30),
+            cargo_manifest: None,
+        };
+        let spec = BuildSpec::new(&build, &vars(6)).unwrap();
+        assert_eq!(spec.jobs, 6);
+        assert_eq!(spec.memory_per_job, Some(8 << 30));
+        let shown = spec.shown_env();
+        assert_eq!(shown["ARCHS"], "12.0f");
+        assert_eq!(shown["MAX_JOBS"], "6");
+        assert_eq!(shown["OUT"], "<wheel dir>/x-1.2.3");
+        assert_eq!(shown["PYTHONPATH"], "<build requirements>");
+        assert_eq!(shown["PATH"], "<build requirements>/bin:$PATH");
+
+        let run = RunValues {
+            src: "/w/src".into(),
+            wheel_dir: "/w/wheel".into(),
+            overlay: "/w/req".into(),
+            jobs: 3,
+            inherited: [("PATH".to_string(), "/usr/bin".to_string())].into(),
+        };
+        let env = spec.env_with(&run);
+        assert_eq!(env["MAX_JOBS"], "3");
+        assert_eq!(env["OUT"], "/w/wheel/x-1.2.3");
+        assert_eq!(env["PATH"], "/w/req/bin:/usr/bin");
+        assert_eq!(
+            BuildSpec::argv(&spec.prepare[0], &run),
+            ["/v/bin/python", "/w/src/tools/prep.py", "-j3"]
+        );
+        assert_eq!(
+            BuildSpec::argv(&spec.wheel, &run),
+            [
+                "/v/bin/python",
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-input",
+                "-w",
+                "/w/wheel",
+                "/w/src"
+            ]
+        );
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["env"]["MAX_JOBS"], "6");
+        assert_eq!(json["jobs"], 6);
+        assert_eq!(json["prepare"][0][2], "-j6");
+        assert_eq!(json["wheel_command"][8], "<wheel dir>");
+    }
+
+    #[test]
+    fn a_value_this_machine_cannot_know_is_an_error_naming_where() {
+        let mut v = vars(1);
+        v.cuda_version = None;
+        let env = Build {
+            env: [("ARCHS".to_string(), t("{arch.flashinfer}"))].into(),
+            ..Build::default()
+        };
+        let e = BuildSpec::new(&env, &v).unwrap_err();
+        assert!(matches!(&e, SpecError::Env { key, .. } if key == "ARCHS"));
+        assert!(e.to_string().starts_with("cannot set ARCHS: spelling 12.0"), "{e}");
+        let wheel = Build {
+            wheel: Some(vec![t("x"), t("{arch.cmake}")]),
+            ..Build::default()
+        };
+        assert!(matches!(BuildSpec::new(&wheel, &v), Err(SpecError::Wheel(_))));
+    }
+}
