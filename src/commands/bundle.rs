@@ -23,8 +23,7 @@ pub fn run(g: &Global, lock_path: &Path, output: &Path) -> CmdResult {
             missing.join("\n  - ")
         )));
     }
-    let log = cache.join("logs").join(crate::build::run_stamp()).join("bundle.log");
-    crate::bundle::write(output, &text, &contents, &cache, &log).map_err(Failure::User)?;
+    crate::bundle::write(output, &text, &contents, &cache).map_err(|e| Failure::User(e.to_string()))?;
     let size = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
     if g.json {
         report::json(&serde_json::json!({ "result": "ok", "bundle": output, "bytes": size, "contents": contents }));

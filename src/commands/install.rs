@@ -220,8 +220,7 @@ pub(super) fn read_lock(g: &Global, path: &Path) -> Result<Lock, Failure> {
 /// offline.
 pub fn run_bundle(g: &Global, targets: &[String], dry_run: bool, bundle: &Path) -> CmdResult {
     let cache = Session::cache_dir(g);
-    let log = cache.join("logs").join(build::run_stamp()).join("bundle.log");
-    let lock = crate::bundle::unpack(bundle, &cache, &log).map_err(Failure::User)?;
+    let lock = crate::bundle::unpack(bundle, &cache).map_err(|e| Failure::User(e.to_string()))?;
     let mut g = g.clone();
     g.offline = true;
     run_locked(&g, targets, dry_run, &lock)
