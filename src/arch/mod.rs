@@ -1,8 +1,7 @@
 //! The arch vocabulary: what a user means by `--arch`, and how each project spells it.
 //!
 //! Users say `12.0` (or `sm_120`, `120`, a comma list) once. Each upstream project wants its own
-//! spelling, and for some the right spelling depends on the CUDA toolkit version
-//! (`shared/reference/build-facts.md` §0.1 and §5, `releases-2026-11.md` §2.3):
+//! spelling, and for some the right spelling depends on the CUDA toolkit version:
 //!
 //! | dialect      | variable                    | 12.0 with CUDA 12.8 | with CUDA >= 12.9 |
 //! |--------------|-----------------------------|---------------------|-------------------|
@@ -10,6 +9,15 @@
 //! | `flashinfer` | `FLASHINFER_CUDA_ARCH_LIST` | `12.0a`             | `12.0f`           |
 //! | `flash_attn` | `FLASH_ATTN_CUDA_ARCHS`     | `120`               | `120`             |
 //! | `cmake`      | `CMAKE_CUDA_ARCHITECTURES`  | `120a-real`         | `120f-real`       |
+//!
+//! Sources: `f` (family-specific) targets exist from CUDA 12.9 on
+//! (<https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features/>);
+//! torch's `TORCH_CUDA_ARCH_LIST` allow-list has no `f` entries (pytorch v2.14.1
+//! `torch/utils/cpp_extension.py:2699`, `supported_arches`); flashinfer maps a bare `12.0` to
+//! `12.0f` with nvcc >= 12.9 and to `12.0a` with 12.8 (flashinfer v0.7.4
+//! `flashinfer/compilation_context.py:80-107`, `_normalize_cuda_arch`); flash-attn takes numeric
+//! archs only (flash-attention v2.8.3.post2 `setup.py:68-70` and `:179-191`); CMake spells
+//! real-only targets `<arch>-real` (<https://cmake.org/cmake/help/latest/prop_tgt/CUDA_ARCHITECTURES.html>).
 //!
 //! `run` holds the run rules (which kernel image runs on which device and driver). This module
 //! deliberately ignores how images are stored in binaries (that is the fatbin reader's job).
@@ -212,7 +220,7 @@ mod tests {
     #[test]
     fn dialect_table_from_build_facts_section_5() {
         let a = [Arch { major: 12, minor: 0 }];
-        // (dialect, CUDA, expected) — build-facts.md §5, releases-2026-11.md §2.3
+        // (dialect, CUDA, expected), from the upstream sources in the module docs.
         let table = [
             (Dialect::Torch, "12.8.0", "12.0"),
             (Dialect::Torch, "13.0.0", "12.0"),

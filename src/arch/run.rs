@@ -1,6 +1,8 @@
 //! Run rules: can a kernel image run on a device of a given compute capability, under a driver
-//! that supports a given CUDA version? (`shared/reference/fatbin.md` §8-§9, NVIDIA's Blackwell
-//! compatibility guide.)
+//! that supports a given CUDA version? (NVIDIA's Blackwell compatibility guide,
+//! <https://docs.nvidia.com/cuda/blackwell-compatibility-guide/>, and the family-specific
+//! targets of CUDA 12.9,
+//! <https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features/>.)
 //!
 //! | image            | runs on device M.m when |
 //! |------------------|-------------------------|
@@ -41,7 +43,8 @@ impl Verdict {
     }
 }
 
-/// The newest PTX ISA a driver supporting CUDA `major.minor` can JIT (fatbin.md §8):
+/// The newest PTX ISA a driver supporting CUDA `major.minor` can JIT (the PTX ISA release
+/// history, <https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes>):
 /// 12.0→8.0 … 12.4→8.4, 12.5/12.6→8.5, 12.8→8.7, 12.9→8.8, 13.x→9.x.
 pub fn max_ptx_isa(cuda_major: u64, cuda_minor: u64) -> Option<(u16, u16)> {
     Some(match (cuda_major, cuda_minor) {
@@ -143,7 +146,7 @@ mod tests {
     use super::*;
     use crate::fatbin::read_bytes;
 
-    /// A one-entry fatbin built byte by byte as fatbin.md §2-§3 describes.
+    /// A one-entry fatbin built byte by byte, headers as in the `fatbin` module's sources.
     fn one(kind: u16, sm: u32, flags: u64, isa: (u16, u16)) -> Image {
         let mut e = vec![0u8; 64];
         e[0..2].copy_from_slice(&kind.to_le_bytes());
