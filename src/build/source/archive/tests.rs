@@ -1,3 +1,5 @@
+//! Unpacking hostile and ordinary archives built member by member: what is written, what is refused.
+
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 
