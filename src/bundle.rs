@@ -5,17 +5,23 @@
 //! (same Python, archs, toolkit, torch) is installed as is, anything else is built from the
 //! bundled source.
 //!
-//! The archive is a plain tar written and read by the `tar` program. It deliberately leaves out
-//! what kiln does not cache: `path` sources (the directory must exist on the target), packages
-//! installed from an index (`index:`; the target needs them in uv's cache or an index), and build
+//! The archive is a plain tar (the `tar` crate; any `tar` program lists and unpacks it) holding
+//! `kiln.lock` and the cache entries under their cache-relative paths. It holds directories and
+//! regular files only, with their mtimes and executable bits and no owners; unpacking refuses
+//! anything else (see [`crate::build::source::archive`]). It deliberately leaves out what kiln
+//! does not cache: `path` sources (the directory must exist on the target), packages installed
+//! from an index (`index:`; the target needs them in uv's cache or an index), and build
 //! requirements of a rebuild.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::build::source::archive::{self, ArchiveError, Links};
 use crate::build::source::{mirror_dir, sha256_file};
 use crate::cache_dir::entries_at;
 use crate::lock::Lock;
-use crate::process::Cmd;
 use crate::recipe::{RecipeSet, Source};
 
 /// The lockfile's name inside a bundle.
@@ -110,32 +116,112 @@ fn wheel_entries(cache: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries.
-pub fn write(out: &Path, lock_text: &str, contents: &Contents, cache: &Path, log: &Path) -> Result<(), String> {
-    let stage = out.with_extension("staging");
-    let _ = std::fs::remove_dir_all(&stage);
-    std::fs::create_dir_all(&stage).map_err(|e| format!("cannot create {}: {e}", stage.display()))?;
-    std::fs::write(stage.join(LOCK_IN_BUNDLE), lock_text).map_err(|e| format!("cannot write the lock: {e}"))?;
+/// Why a bundle could not be written or unpacked.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot bundle {}: only directories and regular files are bundled", .0.display())]
+    NotAFile(PathBuf),
+    #[error("cannot unpack the bundle: {0}")]
+    Unpack(#[from] ArchiveError),
+    #[error("cannot move {} into the cache: {source}", entry.display())]
+    Move {
+        entry: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} holds no {LOCK_IN_BUNDLE}: not a kiln bundle (`kiln bundle` makes one)", .0.display())]
+    NotABundle(PathBuf),
+}
+
+/// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries (each a
+/// directory, with everything below it), into `<out>.part`, renamed to `out` when complete.
+pub fn write(out: &Path, lock_text: &str, contents: &Contents, cache: &Path) -> Result<(), BundleError> {
     let partial = out.with_extension("part");
-    let result = Cmd::new("tar")
-        .arg("-cf")
-        .arg(partial.display().to_string())
-        .arg("-C")
-        .arg(stage.display().to_string())
-        .arg(LOCK_IN_BUNDLE)
-        .arg("-C")
-        .arg(cache.display().to_string())
-        .args(contents.entries.iter().cloned())
-        .run_logged(log)
-        .map_err(|e| format!("`{}` failed ({}); see {}", e.command, e.status, e.log.display()));
-    let _ = std::fs::remove_dir_all(&stage);
-    result?;
-    std::fs::rename(&partial, out).map_err(|e| format!("cannot write {}: {e}", out.display()))
+    let result = write_tar(&partial, lock_text, contents, cache).and_then(|()| {
+        std::fs::rename(&partial, out).map_err(|source| BundleError::Write {
+            path: out.to_path_buf(),
+            source,
+        })
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result
+}
+
+fn write_tar(partial: &Path, lock_text: &str, contents: &Contents, cache: &Path) -> Result<(), BundleError> {
+    let failed = |source| BundleError::Write {
+        path: partial.to_path_buf(),
+        source,
+    };
+    let file = File::create(partial).map_err(failed)?;
+    let mut tar = tar::Builder::new(BufWriter::new(file));
+    let mut header = tar::Header::new_gnu();
+    header.set_mode(0o644);
+    header.set_size(lock_text.len() as u64);
+    header.set_mtime(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    );
+    tar.append_data(&mut header, LOCK_IN_BUNDLE, lock_text.as_bytes())
+        .map_err(failed)?;
+    for entry in &contents.entries {
+        append_tree(&mut tar, cache, Path::new(entry)).map_err(|e| match e {
+            Appending::Io(source) => failed(source),
+            Appending::NotAFile(p) => BundleError::NotAFile(p),
+        })?;
+    }
+    let mut out = tar.into_inner().map_err(failed)?;
+    out.flush().map_err(failed)?;
+    out.get_ref().sync_all().map_err(failed)
+}
+
+enum Appending {
+    Io(std::io::Error),
+    NotAFile(PathBuf),
+}
+
+impl From<std::io::Error> for Appending {
+    fn from(e: std::io::Error) -> Self {
+        Appending::Io(e)
+    }
+}
+
+/// Appends `rel` (relative to `cache`) and, for a directory, everything below it in name order;
+/// no owners, mode 0o755 or 0o644 by the executable bit, mtimes kept.
+fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) -> Result<(), Appending> {
+    let path = cache.join(rel);
+    let meta = std::fs::symlink_metadata(&path)?;
+    let mut header = tar::Header::new_gnu();
+    header.set_metadata_in_mode(&meta, tar::HeaderMode::Deterministic);
+    header.set_mtime(meta.mtime().max(0) as u64);
+    if meta.is_dir() {
+        tar.append_data(&mut header, rel, std::io::empty())?;
+        let mut names: Vec<_> = std::fs::read_dir(&path)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        for name in names {
+            append_tree(tar, cache, &rel.join(name))?;
+        }
+    } else if meta.is_file() {
+        tar.append_data(&mut header, rel, File::open(&path)?)?;
+    } else {
+        return Err(Appending::NotAFile(path));
+    }
+    Ok(())
 }
 
 /// Unpacks a bundle into `cache` (entries already there are kept) and returns the path of its
 /// lockfile, left in a directory of its own under the cache.
-pub fn unpack(bundle: &Path, cache: &Path, log: &Path) -> Result<PathBuf, String> {
+pub fn unpack(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
     let dir = cache.join("bundles").join(format!(
         "{}-{}",
         bundle
@@ -145,27 +231,16 @@ pub fn unpack(bundle: &Path, cache: &Path, log: &Path) -> Result<PathBuf, String
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    Cmd::new("tar")
-        .arg("-xf")
-        .arg(bundle.display().to_string())
-        .arg("-C")
-        .arg(dir.display().to_string())
-        .run_logged(log)
-        .map_err(|e| {
-            format!(
-                "cannot unpack {} ({}); see {}",
-                bundle.display(),
-                e.status,
-                e.log.display()
-            )
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| BundleError::Write {
+            path: parent.to_path_buf(),
+            source,
         })?;
+    }
+    archive::unpack(bundle, &dir, Links::Refuse)?;
     let lock = dir.join(LOCK_IN_BUNDLE);
     if !lock.is_file() {
-        return Err(format!(
-            "{} holds no {LOCK_IN_BUNDLE}: not a kiln bundle (`kiln bundle` makes one)",
-            bundle.display()
-        ));
+        return Err(BundleError::NotABundle(bundle.to_path_buf()));
     }
     // sources/<sha>, git/<hash>, wheels/<xx>/<key>: move each into the cache unless present.
     for (top, depth) in [("sources", 1), ("git", 1), ("wheels", 2)] {
@@ -176,10 +251,14 @@ pub fn unpack(bundle: &Path, cache: &Path, log: &Path) -> Result<PathBuf, String
             if dest.exists() {
                 continue;
             }
-            if let Some(parent) = dest.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-            }
-            std::fs::rename(&found, &dest).map_err(|e| format!("cannot move {} into the cache: {e}", rel.display()))?;
+            let moved = dest
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::rename(&found, &dest));
+            moved.map_err(|source| BundleError::Move {
+                entry: Path::new(top).join(&rel),
+                source,
+            })?;
         }
     }
     Ok(lock)

@@ -4,8 +4,11 @@
 //! directory so that a build never writes into the user's files. Offline, only what the cache
 //! holds is used, and a source it does not hold is an error that says so.
 //!
-//! It deliberately ignores building; `git` and `tar` are run as programs, not re-implemented.
-//! Submodules are fetched from their own URLs (not mirrored).
+//! It deliberately ignores building; `git` is run as a program, not re-implemented; sdists are
+//! unpacked by [`archive`] (no `tar` program). Submodules are fetched from their own URLs (not
+//! mirrored).
+
+pub mod archive;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,6 +26,32 @@ pub struct Fetched {
     pub identity: String,
 }
 
+/// What to do when a source is not in the cache and the network may not be used.
+pub const OFFLINE_HINT: &str = "run once with the network first";
+
+/// A source that an offline run needs and the cache does not hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotCached {
+    #[error("the sdist {url} is not in the source cache")]
+    Sdist { url: String, dir: PathBuf },
+    #[error("the git repository {url} is not in the source cache")]
+    Git { url: String, dir: PathBuf },
+}
+
+impl NotCached {
+    /// Where the cache would hold it.
+    pub fn dir(&self) -> &Path {
+        match self {
+            NotCached::Sdist { dir, .. } | NotCached::Git { dir, .. } => dir,
+        }
+    }
+
+    /// What the user can do about it.
+    pub fn hint(&self) -> &'static str {
+        OFFLINE_HINT
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("download of {url} failed: {detail}")]
@@ -37,10 +66,28 @@ pub enum SourceError {
     },
     #[error(transparent)]
     Command(#[from] CommandFailed),
-    #[error("{0}")]
-    Layout(String),
-    #[error("offline: {0}")]
-    Offline(String),
+    #[error(transparent)]
+    Archive(#[from] archive::ArchiveError),
+    #[error("source path {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{url} at {rev} has no directory `{subdir}`")]
+    NoSubdir { url: String, rev: String, subdir: String },
+    #[error("a binary wheel has no source tree")]
+    NoSourceTree,
+    #[error("a symbolic link leads back into a directory being copied: {}", .0.display())]
+    LinkCycle(PathBuf),
+    #[error("offline: {what} ({}); {}", what.dir().display(), what.hint())]
+    Offline { what: NotCached },
+}
+
+impl SourceError {
+    /// What the user can do about it, where kiln knows.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            SourceError::Offline { what } => Some(what.hint()),
+            _ => None,
+        }
+    }
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
@@ -66,10 +113,7 @@ pub fn fetch(
                 _ => path.clone(),
             };
             if !from.is_dir() {
-                return Err(SourceError::Layout(format!(
-                    "source path {} is not a directory",
-                    from.display()
-                )));
+                return Err(SourceError::NotADirectory(from));
             }
             let dir = work.join("src");
             copy_tree(&from, &dir)?;
@@ -81,13 +125,7 @@ pub fn fetch(
         Source::Sdist { url, sha256 } => {
             let archive = cached_download(url, sha256, cache, offline)?;
             let unpack = work.join("src");
-            std::fs::create_dir_all(&unpack).map_err(io("cannot create the unpack directory"))?;
-            Cmd::new("tar")
-                .arg("-xf")
-                .arg(archive.display().to_string())
-                .arg("-C")
-                .arg(unpack.display().to_string())
-                .run_logged(log)?;
+            archive::unpack(&archive, &unpack, archive::Links::InsideTree)?;
             // An sdist holds one top-level directory `<name>-<version>/`.
             let mut entries: Vec<PathBuf> = std::fs::read_dir(&unpack)
                 .map_err(io("cannot read the unpacked sdist"))?
@@ -139,17 +177,18 @@ pub fn fetch(
                 None => dir,
             };
             if !tree.is_dir() {
-                return Err(SourceError::Layout(format!(
-                    "{url} at {rev} has no directory `{}`",
-                    subdir.as_deref().unwrap_or("")
-                )));
+                return Err(SourceError::NoSubdir {
+                    url: url.clone(),
+                    rev: rev.clone(),
+                    subdir: subdir.as_deref().unwrap_or("").to_string(),
+                });
             }
             Ok(Fetched {
                 dir: tree,
                 identity: format!("git:{commit}"),
             })
         }
-        Source::Wheel { .. } => Err(SourceError::Layout("a binary wheel has no source tree".into())),
+        Source::Wheel { .. } => Err(SourceError::NoSourceTree),
     }
 }
 
@@ -174,10 +213,9 @@ fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<Path
         return Ok(dir);
     }
     if offline {
-        return Err(SourceError::Offline(format!(
-            "{url} is not in the source cache ({}); run once with the network first",
-            dir.display()
-        )));
+        return Err(SourceError::Offline {
+            what: NotCached::Git { url: url.into(), dir },
+        });
     }
     let parent = dir.parent().unwrap_or(cache);
     std::fs::create_dir_all(parent).map_err(io(format!("cannot create {}", parent.display())))?;
@@ -192,10 +230,11 @@ fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<Path
 
 /// Whether the source is in the cache, so that an offline build can use it. Paths and wheels
 /// are not cached sources; wheels come from the installer's own cache offline.
-pub fn cached(source: &Source, cache: &Path) -> Result<(), String> {
+pub fn cached(source: &Source, cache: &Path) -> Result<(), NotCached> {
     match source {
         Source::Sdist { url, sha256 } => {
-            let have = std::fs::read_dir(cache.join("sources").join(sha256))
+            let dir = cache.join("sources").join(sha256);
+            let have = std::fs::read_dir(&dir)
                 .map(|d| {
                     d.filter_map(|e| e.ok())
                         .any(|e| !e.path().to_string_lossy().ends_with(".part"))
@@ -204,14 +243,15 @@ pub fn cached(source: &Source, cache: &Path) -> Result<(), String> {
             if have {
                 Ok(())
             } else {
-                Err(format!("the sdist {url} is not in the source cache"))
+                Err(NotCached::Sdist { url: url.clone(), dir })
             }
         }
         Source::Git { url, .. } => {
-            if mirror_dir(url, cache).join("HEAD").is_file() {
+            let dir = mirror_dir(url, cache);
+            if dir.join("HEAD").is_file() {
                 Ok(())
             } else {
-                Err(format!("the git repository {url} is not in the source cache"))
+                Err(NotCached::Git { url: url.clone(), dir })
             }
         }
         Source::Path { .. } | Source::Wheel { .. } => Ok(()),
@@ -231,10 +271,9 @@ fn cached_download(url: &str, sha256: &str, cache: &Path, offline: bool) -> Resu
         return Ok(dest);
     }
     if offline {
-        return Err(SourceError::Offline(format!(
-            "the sdist {url} is not in the source cache ({}); run once with the network first",
-            dir.display()
-        )));
+        return Err(SourceError::Offline {
+            what: NotCached::Sdist { url: url.into(), dir },
+        });
     }
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let partial = dir.join(format!("{file_name}.part"));
@@ -287,8 +326,28 @@ pub fn sha256_file(path: &Path) -> Result<String, SourceError> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Copies a directory tree, skipping `.git` and symlinked directories.
+/// Copies a local source tree for a build, leaving out `.git` directories.
+///
+/// A symbolic link that resolves inside the tree stays a link, made relative so that it points
+/// into the copy and never back into the user's tree. One that leads outside the tree (a
+/// monorepo's shared `LICENSE`, a vendored directory) is copied as what it points to, a file or
+/// a directory copied by these same rules, so the build finds it and cannot write through it
+/// into the user's files; a link back into a directory being copied is an error. A dangling link
+/// is kept as it is (it points nowhere in the copy either). Sockets, fifos and devices are not
+/// source and are left out.
 pub fn copy_tree(from: &Path, to: &Path) -> Result<(), SourceError> {
+    let root = std::fs::canonicalize(from).map_err(io(format!("cannot read {}", from.display())))?;
+    let mut copying = vec![root.clone()];
+    copy_dir(&Roots { from: &root, to }, &root, to, &mut copying)
+}
+
+/// The tree being copied (canonical) and its copy.
+struct Roots<'a> {
+    from: &'a Path,
+    to: &'a Path,
+}
+
+fn copy_dir(roots: &Roots, from: &Path, to: &Path, copying: &mut Vec<PathBuf>) -> Result<(), SourceError> {
     std::fs::create_dir_all(to).map_err(io(format!("cannot create {}", to.display())))?;
     for entry in std::fs::read_dir(from).map_err(io(format!("cannot read {}", from.display())))? {
         let entry = entry.map_err(io(format!("cannot read {}", from.display())))?;
@@ -297,12 +356,77 @@ pub fn copy_tree(from: &Path, to: &Path) -> Result<(), SourceError> {
             continue;
         }
         let ty = entry.file_type().map_err(io("cannot stat"))?;
-        let dest = to.join(&name);
+        let (src, dest) = (entry.path(), to.join(&name));
         if ty.is_dir() {
-            copy_tree(&entry.path(), &dest)?;
+            copy_dir(roots, &src, &dest, copying)?;
         } else if ty.is_file() {
-            std::fs::copy(entry.path(), &dest).map_err(io(format!("cannot copy {}", entry.path().display())))?;
+            std::fs::copy(&src, &dest).map_err(io(format!("cannot copy {}", src.display())))?;
+        } else if ty.is_symlink() {
+            copy_link(roots, &src, &dest, copying)?;
         }
     }
     Ok(())
+}
+
+fn copy_link(roots: &Roots, src: &Path, dest: &Path, copying: &mut Vec<PathBuf>) -> Result<(), SourceError> {
+    let link = |target: &Path| {
+        std::os::unix::fs::symlink(target, dest).map_err(io(format!("cannot create the link {}", dest.display())))
+    };
+    let Ok(real) = std::fs::canonicalize(src) else {
+        let target = std::fs::read_link(src).map_err(io(format!("cannot read the link {}", src.display())))?;
+        return link(&target);
+    };
+    let inside = real.starts_with(roots.from) && !real.starts_with(roots.from.join(".git"));
+    if inside {
+        let here = dest
+            .parent()
+            .and_then(|p| p.strip_prefix(roots.to).ok())
+            .unwrap_or(Path::new(""));
+        let there = real.strip_prefix(roots.from).unwrap_or(Path::new(""));
+        return link(&relative(here, there));
+    }
+    if real.is_dir() {
+        if copying.iter().any(|c| c.starts_with(&real)) {
+            return Err(SourceError::LinkCycle(src.to_path_buf()));
+        }
+        copying.push(real.clone());
+        let result = copy_dir(roots, &real, dest, copying);
+        copying.pop();
+        return result;
+    }
+    std::fs::copy(&real, dest).map_err(io(format!("cannot copy {}", real.display())))?;
+    Ok(())
+}
+
+/// The relative path from the directory `from` to `to` (both relative to one root).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let (a, b): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..a.len() {
+        out.push("..");
+    }
+    for c in &b[common..] {
+        out.push(c);
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative;
+    use std::path::Path;
+
+    #[test]
+    fn relative_paths_between_directories_of_one_tree() {
+        let r = |a: &str, b: &str| relative(Path::new(a), Path::new(b)).display().to_string();
+        assert_eq!(r("", "pkg/real.py"), "pkg/real.py");
+        assert_eq!(r("pkg/sub", "pkg/real.py"), "../real.py");
+        assert_eq!(r("a/b", "c"), "../../c");
+        assert_eq!(r("pkg", "pkg"), ".");
+        assert_eq!(r("pkg", ""), "..");
+    }
 }

@@ -23,8 +23,7 @@ pub fn run(settings: &Settings, lock_path: &Path, output: &Path) -> CmdResult {
             missing.join("\n  - ")
         )));
     }
-    let log = cache.join("logs").join(crate::build::run_stamp()).join("bundle.log");
-    crate::bundle::write(output, &text, &contents, cache, &log).map_err(Failure::User)?;
+    crate::bundle::write(output, &text, &contents, cache).map_err(|e| Failure::User(e.to_string()))?;
     let doc = Bundled {
         result: "ok",
         bundle: output,

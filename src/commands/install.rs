@@ -135,8 +135,7 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
 /// offline.
 pub fn run_bundle(settings: &Settings, targets: &[String], dry_run: bool, bundle: &Path) -> CmdResult {
     let cache = &settings.cache_dir;
-    let log = cache.join("logs").join(crate::build::run_stamp()).join("bundle.log");
-    let lock = crate::bundle::unpack(bundle, cache, &log).map_err(Failure::User)?;
+    let lock = crate::bundle::unpack(bundle, cache).map_err(|e| Failure::User(e.to_string()))?;
     let settings = Settings {
         offline: true,
         ..settings.clone()

@@ -1,12 +1,12 @@
-//! The byte layout: where fatbins sit in a file, their headers, their entries.
-//! Offsets and field meanings follow `shared/reference/fatbin.md` §1-§5. It deliberately
+//! The byte layout: where fatbins sit in a file, their headers, their entries. Offsets and
+//! field meanings follow the sources named in the `fatbin` module's docs. It deliberately
 //! ignores what the images mean (that is the run rules' job) and never trusts a size field
 //! without checking it against the file.
 
 use object::read::elf::{ElfFile32, ElfFile64};
 use object::{Endianness, FileKind, Object, ObjectSection};
-use serde::{Deserialize, Serialize};
 
+use super::image::{Compression, Image, ImageKind, Variant};
 use super::{Fatbin, FatbinError, UnknownEntry};
 
 const FATBIN_MAGIC: u32 = 0xBA55_ED50;
@@ -18,84 +18,6 @@ const FLAG_ZSTD: u64 = 0x8000;
 const FLAG_ARCH: u64 = 0x10_0000;
 const FLAG_FAMILY: u64 = 0x20_0000;
 const ENTRY_MIN: usize = 64;
-/// The largest payload [`payload`] will produce.
-const MAX_UNCOMPRESSED: u64 = 1 << 30;
-
-/// SASS or PTX.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ImageKind {
-    Cubin,
-    Ptx,
-}
-
-/// Plain, arch-specific (`a`) or family-specific (`f`), from the entry flags (bits 20 and 21).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Variant {
-    Plain,
-    Arch,
-    Family,
-}
-
-impl Variant {
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Variant::Plain => "",
-            Variant::Arch => "a",
-            Variant::Family => "f",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Compression {
-    None,
-    Lz4,
-    Zstd,
-}
-
-/// One kernel image in a fatbin.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Image {
-    pub kind: ImageKind,
-    /// SM number without suffix: 120 for sm_120a.
-    pub sm: u32,
-    pub variant: Variant,
-    /// PTX ISA version (`9.5`) for PTX; the cubin ABI version for SASS.
-    pub version: (u16, u16),
-    pub compression: Compression,
-    /// File offset of the entry header.
-    pub offset: u64,
-    /// Inside a concatenated (`--concat`) entry.
-    pub concatenated: bool,
-    #[serde(skip)]
-    payload_at: u64,
-    #[serde(skip)]
-    payload_len: u64,
-    #[serde(skip)]
-    uncompressed: u64,
-    /// For concatenated images: offset and size inside the decompressed blob.
-    #[serde(skip)]
-    blob_range: Option<(u64, u64)>,
-}
-
-impl Image {
-    /// `sm_120a` or `compute_120f`.
-    pub fn name(&self) -> String {
-        let prefix = match self.kind {
-            ImageKind::Cubin => "sm",
-            ImageKind::Ptx => "compute",
-        };
-        format!("{prefix}_{}{}", self.sm, self.variant.suffix())
-    }
-
-    /// `9.5` for PTX.
-    pub fn ptx_isa(&self) -> Option<String> {
-        (self.kind == ImageKind::Ptx).then(|| format!("{}.{}", self.version.0, self.version.1))
-    }
-}
 
 struct Reader<'a> {
     data: &'a [u8],
@@ -372,7 +294,8 @@ struct SubEntry {
     size: u64,
 }
 
-/// The sub-entry headers of a concatenated entry (fatbin.md §5): at +0x40 `u32 count`,
+/// The sub-entry headers of a concatenated entry (kind 0x100, written by CUDA 13.x
+/// `nvcc --concat`; `cuobjdump` prints it as "Fatbin concatenated entry"): at +0x40 `u32 count`,
 /// `u32 table_len`, then `count` entry headers whose @+4 is the offset inside the blob.
 fn concatenated(r: &Reader, e: u64, h: &EntryHeader) -> Result<Vec<SubEntry>, FatbinError> {
     let header_end = e + h.header_size;
@@ -405,7 +328,7 @@ fn concatenated(r: &Reader, e: u64, h: &EntryHeader) -> Result<Vec<SubEntry>, Fa
             at: u64::from(r.u32(s + 4)?),
             size: r.u64(s + 8)?,
         });
-        // The sub-entry ends after its options blob, padded to 8 (fatbin.md §5). Fall back to
+        // The sub-entry ends after its options blob, padded to 8 (as CUDA 13.x writes it). Fall back to
         // scanning for the next `02 00 01 01` / `01 00 01 01` header at 8-byte steps.
         let mut next = s + ENTRY_MIN as u64;
         if sh.options_offset >= ENTRY_MIN as u64 && s + sh.options_offset + 8 <= header_end {
@@ -428,73 +351,6 @@ fn concatenated(r: &Reader, e: u64, h: &EntryHeader) -> Result<Vec<SubEntry>, Fa
         s = next;
     }
     Ok(subs)
-}
-
-/// Why a payload could not be produced.
-#[derive(Debug, thiserror::Error)]
-#[error("payload at {offset:#x}: {message}")]
-pub struct PayloadError {
-    pub offset: u64,
-    pub message: String,
-}
-
-/// The image's bytes (a cubin ELF or PTX text), decompressed when compressed. Output is bounded
-/// by the size the header states, which must be below 1 GiB.
-pub fn payload(data: &[u8], img: &Image) -> Result<Vec<u8>, PayloadError> {
-    let fail = |m: String| PayloadError {
-        offset: img.offset,
-        message: m,
-    };
-    let start = usize::try_from(img.payload_at).map_err(|_| fail("offset too large".into()))?;
-    let len = usize::try_from(img.payload_len).map_err(|_| fail("size too large".into()))?;
-    let raw = data
-        .get(start..start.saturating_add(len))
-        .ok_or_else(|| fail("payload past the end of the data".into()))?;
-    let whole = match img.compression {
-        Compression::None => raw.to_vec(),
-        c => {
-            if img.uncompressed == 0 || img.uncompressed > MAX_UNCOMPRESSED {
-                return Err(fail(format!("implausible uncompressed size {}", img.uncompressed)));
-            }
-            let want = img.uncompressed as usize;
-            // LZ4 cannot expand more than ~255:1; refuse a header that claims more.
-            if c == Compression::Lz4 && img.uncompressed > (raw.len() as u64).saturating_mul(255) + 64 {
-                return Err(fail(format!(
-                    "LZ4 payload of {} bytes cannot expand to {}",
-                    raw.len(),
-                    img.uncompressed
-                )));
-            }
-            match c {
-                Compression::Lz4 => lz4_flex::block::decompress(raw, want).map_err(|e| fail(format!("LZ4: {e}")))?,
-                _ => {
-                    use std::io::Read;
-                    let mut dec =
-                        ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| fail(format!("zstd: {e}")))?;
-                    let mut out = Vec::with_capacity(want.min(64 << 20));
-                    (&mut dec)
-                        .take(want as u64 + 1)
-                        .read_to_end(&mut out)
-                        .map_err(|e| fail(format!("zstd: {e}")))?;
-                    if out.len() != want {
-                        return Err(fail(format!("zstd gave {} bytes, the header says {want}", out.len())));
-                    }
-                    out
-                }
-            }
-        }
-    };
-    match img.blob_range {
-        None => Ok(whole),
-        Some((at, size)) => {
-            let a = usize::try_from(at).map_err(|_| fail("offset too large".into()))?;
-            let s = usize::try_from(size).map_err(|_| fail("size too large".into()))?;
-            whole
-                .get(a..a.saturating_add(s))
-                .map(<[u8]>::to_vec)
-                .ok_or_else(|| fail("sub-image past the end of the blob".into()))
-        }
-    }
 }
 
 #[cfg(test)]

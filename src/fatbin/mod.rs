@@ -1,23 +1,33 @@
 //! A reader for CUDA fatbinaries: which SASS (`sm_120a`) and PTX (`compute_120f`, with its ISA
 //! version) a host ELF object, shared library or raw `.fatbin` file holds.
 //!
-//! The format is documented byte by byte in `shared/reference/fatbin.md`. The reader reads
-//! headers only: the file is memory-mapped and only the section table and the fatbin and entry
-//! headers are touched, so a 500 MB library costs a few page faults. Every offset and size read
-//! from the file is checked before use; malformed input gives an error naming the file and the
-//! offset, never a panic. Payloads are decompressed (LZ4 block, zstd frame) only on request
-//! ([`payload`]), with the output size bounded.
+//! NVIDIA does not document the format. The section names are those of CUDA's
+//! `include/fatbinary_section.h`; the headers follow the open readers
+//! (n-eiling/cuda-fatbin-decompression `fatbin-decompress.h:13-38` at 9b194a9, jiegec/fatbinary
+//! `fatbinary/src/lib.rs:57` and `:96` at 7856d02, vosen/ZLUDA `cuda_types/src/dark_api.rs:40-80`
+//! at 8a7931b). What none of them decodes (the `a`/`f` flag bits, `--concat` entries) was read
+//! from files NVIDIA's CUDA 13 compiler writes, and the reader is checked against NVIDIA's
+//! `cuobjdump` on such files (`tests/it/fatbin.rs`).
+//!
+//! The reader reads headers only: the file is memory-mapped and only the section table and the
+//! fatbin and entry headers are touched, so a 500 MB library costs a few page faults. Every
+//! offset and size read from the file is checked before use; malformed input gives an error
+//! naming the file and the offset, never a panic. Payloads are decompressed (LZ4 block, zstd
+//! frame) only on request ([`payload`]), with the output size bounded.
 //!
 //! It deliberately ignores what the kernels are (names, registers) and whether they can run on a
 //! device (that is `arch::run`).
 
+mod image;
 mod layout;
+mod payload;
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub use layout::{Compression, Image, ImageKind, Variant, payload};
+pub use image::{Compression, Image, ImageKind, Variant};
+pub use payload::{PayloadError, payload};
 
 /// One fatbin (one translation unit, or nvcc's device-link stub).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -34,7 +44,8 @@ pub struct Fatbin {
 
 impl Fatbin {
     /// Whether the runtime loads it. `__nv_relfatbin` holds relocatable cubins from `-rdc`, input
-    /// to device linking only (fatbin.md §1): listed, but not counted as loadable code.
+    /// to device linking only (`FATBIN_PRELINK_DATA_SECTION_NAME` in CUDA's
+    /// `include/fatbinary_section.h`): listed, but not counted as loadable code.
     pub fn loadable(&self) -> bool {
         self.section != "__nv_relfatbin"
     }

@@ -70,7 +70,8 @@ const QUICK: Duration = Duration::from_secs(20);
 
 /// Reads the machine.
 pub fn probe() -> MachineFacts {
-    let (gpus, gpu_source, smi_driver) = gpus();
+    let (gpus, origin, smi_driver) = gpus();
+    let gpu_source = origin.to_string();
     let driver = if let Some(v) = env("KILN_DRIVER_VERSION") {
         Some(Sourced {
             value: v,
@@ -96,7 +97,7 @@ pub fn probe() -> MachineFacts {
             value: v,
             source: "KILN_DRIVER_CUDA".into(),
         })
-    } else if gpus_from_smi(&gpu_source) {
+    } else if origin == GpuOrigin::NvidiaSmi {
         which::which("nvidia-smi")
             .ok()
             .and_then(|smi| Cmd::new(smi.display().to_string()).capture(b"", QUICK).ok())
@@ -136,7 +137,40 @@ fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.trim().is_empty())
 }
 
-fn gpus() -> (Vec<Gpu>, String, Option<String>) {
+/// Where the GPU list came from; shown as `gpu_source`.
+#[derive(Debug, PartialEq, Eq)]
+enum GpuOrigin {
+    Env,
+    NvidiaSmi,
+    /// No GPU was found; why.
+    None(NoGpu),
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum NoGpu {
+    #[error("KILN_GPU_ARCH ignored: {0}")]
+    BadEnv(arch::ArchParseError),
+    #[error("none: nvidia-smi is not on PATH")]
+    NoSmi,
+    #[error("none: nvidia-smi listed no GPU")]
+    Empty,
+    #[error("none: nvidia-smi failed ({status}): {stderr}")]
+    SmiFailed { status: String, stderr: String },
+    #[error("none: nvidia-smi could not run: {0}")]
+    SmiSpawn(String),
+}
+
+impl std::fmt::Display for GpuOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuOrigin::Env => f.write_str("KILN_GPU_ARCH"),
+            GpuOrigin::NvidiaSmi => f.write_str("nvidia-smi"),
+            GpuOrigin::None(why) => why.fmt(f),
+        }
+    }
+}
+
+fn gpus() -> (Vec<Gpu>, GpuOrigin, Option<String>) {
     if let Some(v) = env("KILN_GPU_ARCH") {
         return match arch::parse_list(&v) {
             Ok(archs) => (
@@ -147,14 +181,14 @@ fn gpus() -> (Vec<Gpu>, String, Option<String>) {
                         arch: a,
                     })
                     .collect(),
-                "KILN_GPU_ARCH".into(),
+                GpuOrigin::Env,
                 None,
             ),
-            Err(e) => (Vec::new(), format!("KILN_GPU_ARCH ignored: {e}"), None),
+            Err(e) => (Vec::new(), GpuOrigin::None(NoGpu::BadEnv(e)), None),
         };
     }
     let Ok(smi) = which::which("nvidia-smi") else {
-        return (Vec::new(), "none: nvidia-smi is not on PATH".into(), None);
+        return (Vec::new(), GpuOrigin::None(NoGpu::NoSmi), None);
     };
     let out = Cmd::new(smi.display().to_string())
         .args(["--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
@@ -162,24 +196,23 @@ fn gpus() -> (Vec<Gpu>, String, Option<String>) {
     match out {
         Ok(o) if o.success => {
             let (gpus, driver) = parse_nvidia_smi(&o.stdout);
-            let src = if gpus.is_empty() {
-                "none: nvidia-smi listed no GPU"
+            let origin = if gpus.is_empty() {
+                GpuOrigin::None(NoGpu::Empty)
             } else {
-                "nvidia-smi"
+                GpuOrigin::NvidiaSmi
             };
-            (gpus, src.into(), driver)
+            (gpus, origin, driver)
         }
         Ok(o) => (
             Vec::new(),
-            format!("none: nvidia-smi failed ({}): {}", o.status, o.stderr.trim()),
+            GpuOrigin::None(NoGpu::SmiFailed {
+                status: o.status.to_string(),
+                stderr: o.stderr.trim().to_string(),
+            }),
             None,
         ),
-        Err(e) => (Vec::new(), format!("none: nvidia-smi could not run: {e}"), None),
+        Err(e) => (Vec::new(), GpuOrigin::None(NoGpu::SmiSpawn(e.to_string())), None),
     }
-}
-
-fn gpus_from_smi(source: &str) -> bool {
-    source == "nvidia-smi"
 }
 
 /// Parses `CUDA Version: 13.0` from nvidia-smi's banner.
@@ -354,7 +387,7 @@ mod tests {
     // Output of `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader`
     // as shown for an H200 with driver 580.159.04 (the reference machine).
     const SMI_H200: &str = "NVIDIA H200, 9.0, 580.159.04\n";
-    // `nvcc --version` of CUDA 13.0 (nvcc 13.0.88, the version build-facts.md measured with).
+    // `nvcc --version` as printed by CUDA 13.0's nvcc (13.0.88).
     const NVCC_13_0: &str = "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2025 NVIDIA Corporation\nBuilt on Wed_Aug_20_01:58:59_PM_PDT_2025\nCuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n";
 
     #[test]

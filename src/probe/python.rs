@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pep508_rs::PackageName;
 use serde::{Deserialize, Serialize};
 
 use crate::process::{Cmd, Exit, Next, Streamed};
@@ -166,8 +167,9 @@ impl PythonFacts {
     /// The fingerprint a component built against `dep` records: torch's ABI facts for torch,
     /// else the distribution's version and the wheel kiln built it from.
     pub fn fingerprint(&self, dep_dist: &str) -> Option<String> {
-        let d = self.dists.get(&normalize(dep_dist))?;
-        if normalize(dep_dist) == "torch"
+        let name = normalize(dep_dist);
+        let d = self.dists.get(&name)?;
+        if name == "torch"
             && let Some(t) = &self.torch
         {
             return Some(t.fingerprint());
@@ -210,22 +212,14 @@ pub enum ProbeError {
     BadAnswer { python: String, detail: String },
 }
 
-/// PEP 503 normalization: `Flash_Attn` and `flash.attn` are `flash-attn`.
+/// A distribution name in its normalized form (`pep508_rs::PackageName`, the rule of
+/// <https://packaging.python.org/en/latest/specifications/name-normalization/>): `Flash_Attn`
+/// and `flash.attn` are `flash-attn`. A string that is no valid distribution name is kept as
+/// written, so it matches nothing installed.
 pub fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut last_sep = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !last_sep {
-                out.push('-');
-            }
-            last_sep = true;
-        } else {
-            out.push(c.to_ascii_lowercase());
-            last_sep = false;
-        }
-    }
-    out
+    name.parse::<PackageName>()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| name.to_string())
 }
 
 /// Runs the probe on `python`, trying `imports` in the given order, each within `per_import`.
@@ -430,6 +424,7 @@ mod tests {
         assert_eq!(normalize("Flash_Attn"), "flash-attn");
         assert_eq!(normalize("a.._b"), "a-b");
         assert_eq!(normalize("nvidia-cutlass-dsl"), "nvidia-cutlass-dsl");
+        assert_eq!(normalize("Torch"), "torch");
     }
 
     #[test]

@@ -191,6 +191,27 @@ fn a_bundle_reproduces_the_lock_on_a_node_that_cannot_reach_the_sources() {
         "{v}"
     );
 
+    // An ordinary tar: the system `tar` lists the lock first, then the cache entries as they
+    // lie in the cache.
+    let listed = sh(w.dir.path(), &["tar", "-tf", bundle.to_str().unwrap()]);
+    let names: Vec<&str> = listed.lines().map(|l| l.trim_end_matches('/')).collect();
+    assert_eq!(names[0], "kiln.lock", "{listed}");
+    for entry in &entries {
+        assert!(names.contains(entry), "{entry} in {listed}");
+    }
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with(&format!("sources/{sha}/")) && n.ends_with(".tar.gz")),
+        "{listed}"
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| *n == "kiln.lock" || entries.iter().any(|e| n.starts_with(e))),
+        "{listed}"
+    );
+
     // Another node: a fresh venv, an empty cache, and neither the git origin nor the sdist.
     std::fs::rename(&repo, w.dir.path().join("gone")).unwrap();
     std::fs::remove_file(&tarball).unwrap();

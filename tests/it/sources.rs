@@ -157,3 +157,113 @@ fn offline_builds_from_the_caches_and_refuses_early_what_they_lack() {
     assert!(sources.contains(&format!("git:{commit}").as_str()), "{v}");
     assert!(sources.contains(&format!("sha256:{sha}").as_str()), "{v}");
 }
+
+#[test]
+fn a_local_tree_with_symlinks_builds_from_a_copy_that_keeps_them() {
+    use std::os::unix::fs::symlink;
+    let w = World::new();
+    let pkg = w.packages.join("kiln-fixture-pure");
+    let module = pkg.join("kiln_fixture_pure");
+    // A monorepo's shared module outside the package, linked in; a link inside the package.
+    let shared = w.packages.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::rename(module.join("words.py"), shared.join("words.py")).unwrap();
+    symlink("../../shared/words.py", module.join("words.py")).unwrap();
+    symlink("words.py", module.join("alias.py")).unwrap();
+
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        w.py("from kiln_fixture_pure.alias import greet; print(greet('link'))")
+            .unwrap(),
+        "hello, link"
+    );
+    // The user's tree is as it was: still links, nothing built into it.
+    assert!(
+        std::fs::symlink_metadata(module.join("words.py"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(!pkg.join("build").exists());
+}
+
+#[test]
+fn copy_tree_keeps_links_inside_and_copies_what_lies_outside() {
+    use std::os::unix::fs::symlink;
+    let t = tempfile::tempdir().unwrap();
+    let (src, outside, copy) = (t.path().join("src"), t.path().join("outside"), t.path().join("copy"));
+    std::fs::create_dir_all(src.join("pkg/sub")).unwrap();
+    std::fs::create_dir_all(src.join(".git")).unwrap();
+    std::fs::create_dir_all(outside.join("vendored")).unwrap();
+    std::fs::write(src.join("pkg/real.py"), "x = 1\n").unwrap();
+    std::fs::write(src.join(".git/HEAD"), "ref\n").unwrap();
+    std::fs::write(outside.join("LICENSE"), "MIT\n").unwrap();
+    std::fs::write(outside.join("vendored/lib.h"), "int f();\n").unwrap();
+    symlink("../real.py", src.join("pkg/sub/rel.py")).unwrap();
+    symlink(src.join("pkg/real.py"), src.join("abs.py")).unwrap();
+    symlink("pkg", src.join("pkgdir")).unwrap();
+    symlink("../outside/LICENSE", src.join("LICENSE")).unwrap();
+    symlink(outside.join("vendored"), src.join("vendored")).unwrap();
+    symlink("missing.py", src.join("dangling.py")).unwrap();
+
+    kiln::build::source::copy_tree(&src, &copy).unwrap();
+    let link = |p: &str| std::fs::read_link(copy.join(p)).ok().map(|t| t.display().to_string());
+    assert_eq!(link("pkg/sub/rel.py").as_deref(), Some("../real.py"));
+    // An absolute link into the tree points into the copy, never back into the user's tree.
+    assert_eq!(link("abs.py").as_deref(), Some("pkg/real.py"));
+    assert_eq!(link("pkgdir").as_deref(), Some("pkg"));
+    assert_eq!(link("dangling.py").as_deref(), Some("missing.py"));
+    assert_eq!(link("LICENSE"), None, "copied as a file");
+    assert_eq!(std::fs::read_to_string(copy.join("LICENSE")).unwrap(), "MIT\n");
+    assert_eq!(link("vendored"), None, "copied as a directory");
+    assert_eq!(
+        std::fs::read_to_string(copy.join("vendored/lib.h")).unwrap(),
+        "int f();\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.join("pkgdir/sub/rel.py")).unwrap(),
+        "x = 1\n"
+    );
+    assert!(!copy.join(".git").exists());
+
+    // A link that leads back into what is being copied is an error, not an endless copy.
+    symlink(t.path(), outside.join("vendored/up")).unwrap();
+    let err = kiln::build::source::copy_tree(&src, &t.path().join("copy2")).unwrap_err();
+    assert!(err.to_string().contains("leads back"), "{err}");
+}
+
+#[test]
+fn an_sdist_keeps_its_inside_links_and_is_refused_for_one_that_leaves() {
+    use std::os::unix::fs::symlink;
+    let w = World::new();
+    let module = w.packages.join("kiln-fixture-pure/kiln_fixture_pure");
+    symlink("words.py", module.join("alias.py")).unwrap();
+    let (tarball, sha) = w.sdist("kiln-fixture-pure");
+    w.use_source(
+        "fixture-pure",
+        &format!("sdist = \"{}\"\nsha256 = \"{sha}\"", tarball.display()),
+    );
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        w.py("from kiln_fixture_pure.alias import greet; print(greet('sdist'))")
+            .unwrap(),
+        "hello, sdist"
+    );
+
+    symlink("/etc/passwd", module.join("evil.py")).unwrap();
+    let (tarball, sha) = w.sdist("kiln-fixture-pure");
+    w.use_source(
+        "fixture-pure",
+        &format!("sdist = \"{}\"\nsha256 = \"{sha}\"", tarball.display()),
+    );
+    let fresh = crate::common::venv(&w.dir.path().join("fresh"));
+    let out = w.kiln_for(&fresh).args(["install", "fixture-pure"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("refused member `kiln-fixture-pure/kiln_fixture_pure/evil.py`"),
+        "{err}"
+    );
+}

@@ -189,7 +189,7 @@ fn a_component_that_cannot_work_on_the_arch_is_unsupported_with_the_reason() {
         dir.join("fa3.toml"),
         "[package]\nname = \"fa3\"\ndist = \"flash-attn-3\"\nversion = \"3.0.0\"\n[source]\npath = \".\"\n\
          [[requires.rule]]\narch = [\"12.0\", \"12.1\"]\nunsupported = true\n\
-         why = \"hopper/setup.py emits only sm_80/sm_90a/sm_100a code (build-facts.md §4.2)\"\n",
+         why = \"hopper/setup.py emits only sm_80/sm_90a/sm_100a code (https://github.com/Dao-AILab/flash-attention/issues/1785)\"\n",
     )
     .unwrap();
     let doctor = |arch: &str| {
@@ -204,7 +204,7 @@ fn a_component_that_cannot_work_on_the_arch_is_unsupported_with_the_reason() {
     assert_eq!(c["status"], "unsupported");
     assert_eq!(
         c["evidence"],
-        "cannot work on 12.0: hopper/setup.py emits only sm_80/sm_90a/sm_100a code (build-facts.md §4.2)"
+        "cannot work on 12.0: hopper/setup.py emits only sm_80/sm_90a/sm_100a code (https://github.com/Dao-AILab/flash-attention/issues/1785)"
     );
     assert_eq!(doctor("9.0")["status"], "missing");
     let out = w.kiln_with(&dir).args(["install", "--arch", "12.0"]).output().unwrap();
