@@ -3,12 +3,12 @@
 //! algorithm uv's resolver grew from) does the search; kiln turns its world into PubGrub's terms
 //! and PubGrub's failures into a short chain a person can follow, plus the ways out kiln knows.
 //!
-//! This module owns the entry points ([`solve`], [`explain_not_newest`]) and what they return.
-//! The work is split by job: [`world`](self) numbers the packages and applies PEP 440 once
-//! (`world.rs`), the provider searches over bitsets of candidates (`provider.rs`), and the
-//! explainer turns a failure into reasons and ways out (`explain.rs`). It deliberately ignores
-//! how a version is built, where it comes from and whether it runs: `status` and `plan` decide
-//! those from what is chosen here.
+//! This module owns the entry points ([`solve`], [`explain_not_newest`]) and what they take and
+//! return. The work is split by job: `world` numbers the packages and applies PEP 440 once
+//! (`world/build.rs` gathers the constraints), `provider` searches over bitsets of candidates,
+//! and `explain` turns a failure into reasons and ways out. Deliberately ignored here: how a
+//! version is built, where it comes from and whether it runs (`status` and `plan` decide those
+//! from what is chosen).
 
 mod explain;
 mod provider;
