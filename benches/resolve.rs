@@ -2,9 +2,12 @@
 //!
 //! Each component has three versions (3.0.0, 2.0.0, 1.0.0) and depends on 1-5 components with
 //! lower numbers, with ranges `>=1.0`, `>=2.0,<4`, and caps `<3` / `==2.*` that force the solver
-//! below the newest version. Two mixes: "realistic" (one dependency in 50 capped: most newest
-//! versions fit, as in real stacks) and "adversarial" (two in seven capped: half the components
-//! end below their newest version and the solver backtracks a lot).
+//! below the newest version. Three mixes: "realistic" (one dependency in 50 capped: most newest
+//! versions fit, as in real stacks), "adversarial" (two in seven capped: half the components end
+//! below their newest version, though deciding dependents first means every cap is known in time,
+//! so nothing conflicts), and "conflicting" (as adversarial, and the newest version of one
+//! component in 20 pins a dependency to `==1.*`, which clashes with what other dependents need:
+//! PubGrub itself must backtrack, the fast path cannot answer).
 //! Run: `cargo bench --bench resolve` (prints one line per size; no GPU, no Python).
 
 use std::time::Instant;
@@ -14,8 +17,9 @@ use kiln::recipe::RecipeSet;
 use kiln::resolve::solve::{Request, solve};
 
 /// `caps_in`: one dependency in `caps_in` is capped (`<3` or `==2.*`), forcing the solver below the
-/// newest version of that dependency and backtracking wherever the caps disagree.
-fn synthetic(n: usize, caps_in: u64) -> Vec<(String, String)> {
+/// newest version of that dependency. `pins_in`: the newest version of one component in `pins_in`
+/// (0: none) pins its first dependency to `==1.*`, which other dependents' ranges exclude.
+fn synthetic(n: usize, caps_in: u64, pins_in: u64) -> Vec<(String, String)> {
     let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
     let mut next = move || {
         seed ^= seed << 13;
@@ -26,6 +30,7 @@ fn synthetic(n: usize, caps_in: u64) -> Vec<(String, String)> {
     (0..n)
         .map(|i| {
             let mut deps = String::new();
+            let mut first = None;
             if i > 0 {
                 let fan = 1 + (next() % 5) as usize;
                 let mut seen = std::collections::BTreeSet::new();
@@ -41,11 +46,16 @@ fn synthetic(n: usize, caps_in: u64) -> Vec<(String, String)> {
                         _ => ">=1.0",
                     };
                     deps += &format!("c{j} = \"{range}\"\n");
+                    first.get_or_insert(j);
                 }
             }
+            let pin = first.filter(|_| pins_in > 0 && next() % pins_in == 0);
             let mut text = format!("[package]\nname = \"c{i}\"\n[depends]\n{deps}");
             for v in ["3.0.0", "2.0.0", "1.0.0"] {
                 text += &format!("[[versions]]\nversion = \"{v}\"\nwheel = \"c{i}=={v}\"\n");
+                if let (Some(j), "3.0.0") = (pin, v) {
+                    text += &format!("[versions.depends]\nc{j} = \"==1.*\"\n");
+                }
             }
             (format!("c{i}.toml"), text)
         })
@@ -54,12 +64,13 @@ fn synthetic(n: usize, caps_in: u64) -> Vec<(String, String)> {
 
 fn main() {
     let facts = PythonFacts::nothing_installed("python3", "3.11.7");
-    for (mix, caps_in, sizes) in [
-        ("realistic", 50, &[1_000usize, 10_000][..]),
-        ("adversarial", 7, &[1_000usize, 10_000][..]),
+    for (mix, caps_in, pins_in, sizes) in [
+        ("realistic", 50, 0, &[1_000usize, 10_000][..]),
+        ("adversarial", 7, 0, &[1_000usize, 10_000][..]),
+        ("conflicting", 7, 20, &[1_000usize, 10_000][..]),
     ] {
         for &n in sizes {
-            let files = synthetic(n, caps_in);
+            let files = synthetic(n, caps_in, pins_in);
             let t0 = Instant::now();
             let set = RecipeSet::from_texts(files, "synthetic").expect("synthetic recipes are valid");
             let parsed = t0.elapsed();

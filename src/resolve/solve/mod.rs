@@ -1,0 +1,119 @@
+//! The version solver: which version of each component, so that every constraint holds at once
+//! and there is one version of each (never two torches). PubGrub (the `pubgrub` crate, the
+//! algorithm uv's resolver grew from) does the search; kiln turns its world into PubGrub's terms
+//! and PubGrub's failures into a short chain a person can follow, plus the ways out kiln knows.
+//!
+//! This module owns the entry points ([`solve`], [`explain_not_newest`]) and what they take and
+//! return. The work is split by job: `world` numbers the packages and applies PEP 440 once
+//! (`world/build.rs` gathers the constraints), `provider` searches over bitsets of candidates,
+//! and `explain` turns a failure into reasons and ways out. Deliberately ignored here: how a
+//! version is built, where it comes from and whether it runs (`status` and `plan` decide those
+//! from what is chosen).
+
+mod explain;
+mod provider;
+mod world;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use pep440_rs::{VersionSpecifier, VersionSpecifiers};
+use pubgrub::PubGrubError;
+use serde::Serialize;
+
+use crate::probe::python::PythonFacts;
+use crate::recipe::RecipeSet;
+
+use provider::Compiled;
+use world::World;
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Components named on the command line, with features.
+    pub targets: Vec<(String, Vec<String>)>,
+    /// Version pins from the command line (`torch==2.14.1`), by component.
+    pub pins: BTreeMap<String, (String, VersionSpecifiers)>,
+    /// Installed components the user allows kiln to replace.
+    pub allow_replace: BTreeSet<String>,
+}
+
+/// A solution: the chosen version of each component, and why a component is not at its newest.
+#[derive(Debug, Clone, Serialize)]
+pub struct Solution {
+    pub chosen: BTreeMap<String, String>,
+    /// For components whose chosen version is not the recipe's first (newest) one: why not.
+    pub not_newest: BTreeMap<String, String>,
+}
+
+/// No solution: the reasons as short lines, and what the user can do.
+#[derive(Debug, Clone, Serialize)]
+pub struct Conflict {
+    pub because: Vec<String>,
+    pub ways_out: Vec<String>,
+}
+
+/// Solves `req`: the chosen version of each component, or why there is none and what to do.
+/// (`not_newest` is left empty; [`explain_not_newest`] fills it for the components that matter.)
+pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solution, Conflict> {
+    let world = World::build(set, py, req);
+    let compiled = Compiled::new(&world);
+    match compiled.solve() {
+        Ok(chosen) => Ok(Solution {
+            chosen: compiled.chosen_text(&chosen),
+            not_newest: BTreeMap::new(),
+        }),
+        Err(PubGrubError::NoSolution(tree)) => Err(Conflict {
+            because: explain::because(&compiled, &tree),
+            ways_out: explain::ways_out(set, py, req, &compiled, &tree),
+        }),
+        Err(e) => Err(Conflict {
+            because: vec![format!("the solver failed: {e}")],
+            ways_out: Vec::new(),
+        }),
+    }
+}
+
+/// For each of `names` whose chosen version is not its recipe's newest (and not adopted), says
+/// why: the chain of reasons that forbids the newest one, found by solving again with it pinned.
+pub fn explain_not_newest(set: &RecipeSet, py: &PythonFacts, req: &Request, solution: &mut Solution, names: &[String]) {
+    let world = World::build(set, py, req);
+    for name in names {
+        let Some(v) = solution.chosen.get(name) else { continue };
+        let Some(newest) = set.get(name).and_then(|r| r.versions.first()) else {
+            continue;
+        };
+        let newest_v = newest.version.clone().without_local();
+        if newest_v.to_string() == *v || world.adopted.contains_key(name) {
+            continue;
+        }
+        let mut forced = req.clone();
+        forced.pins.insert(
+            name.clone(),
+            (
+                format!("{name}=={newest_v}"),
+                VersionSpecifiers::from_iter([VersionSpecifier::equals_version(newest_v.clone())]),
+            ),
+        );
+        if let Err(c) = solve_plain(set, py, &forced) {
+            let own = format!("you asked for {name}==");
+            let because: Vec<String> = c.into_iter().filter(|l| !l.starts_with(&own)).collect();
+            solution
+                .not_newest
+                .insert(name.clone(), format!("{v}, not {newest_v}: {}", because.join("; ")));
+        }
+    }
+}
+
+/// Whether `req` has a solution; the reasons when it has none (no ways out: those solve again).
+fn solve_plain(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<(), Vec<String>> {
+    let world = World::build(set, py, req);
+    let compiled = Compiled::new(&world);
+    match compiled.solve() {
+        Ok(_) => Ok(()),
+        Err(PubGrubError::NoSolution(tree)) => Err(explain::because(&compiled, &tree)),
+        Err(e) => Err(vec![e.to_string()]),
+    }
+}
+
+#[cfg(test)]
+mod tests;
