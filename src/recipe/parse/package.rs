@@ -5,8 +5,9 @@
 use std::str::FromStr;
 
 use pep440_rs::{Version, VersionSpecifiers};
+use pep508_rs::PackageName;
 
-use super::cx::{Ctx, first_line};
+use super::cx::{At, Ctx, first_line};
 use super::doc::Table;
 use crate::recipe::model::Kind;
 
@@ -88,7 +89,22 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
         None if out.kind == Kind::Python => name.clone(),
         d => d,
     };
+    if let Some(d) = &dist {
+        check_dist(cx, d);
+    }
     out.dist = dist.map(|d| d.value.to_string());
     out.name = name.map(|n| n.value.to_string());
     out
+}
+
+/// A distribution name must be one pip accepts (PEP 508), so that kiln can compare it with
+/// what is installed.
+fn check_dist(cx: &mut Ctx, d: &At<'_>) {
+    if let Err(e) = PackageName::from_str(d.value) {
+        cx.error(
+            d.span.clone(),
+            format!("`{}` is not a Python distribution name", d.value),
+            Some(first_line(&e.to_string()).to_string()),
+        );
+    }
 }

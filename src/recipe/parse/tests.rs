@@ -84,3 +84,16 @@ fn garbage_is_an_error_not_a_panic() {
         assert!(parse("x.toml", src, None).is_err(), "{src:?}");
     }
 }
+
+#[test]
+fn a_distribution_name_must_be_one_pip_accepts() {
+    let bad = GOOD.replace("name = \"demo\"", "name = \"demo\"\ndist = \"demo pkg\"");
+    let errs = parse("demo.toml", &bad, None).unwrap_err().diags;
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].message, "`demo pkg` is not a Python distribution name");
+    assert_eq!((errs[0].line, errs[0].column), (4, 8));
+    let named = GOOD.replace("name = \"demo\"", "name = \"demo\"\ndist = \"Demo_Pkg\"");
+    let r = parse("demo.toml", &named, None).unwrap();
+    assert_eq!(r.dist.as_deref(), Some("Demo_Pkg"));
+    assert_eq!(r.dist_name().unwrap().as_ref(), "demo-pkg");
+}
