@@ -2,9 +2,7 @@
 //! each needs (components with features, archs, a CUDA toolkit) and why. It deliberately does
 //! not check that the needed components exist: the recipe set does.
 
-use std::str::FromStr;
-
-use super::cx::Ctx;
+use super::cx::{Ctx, requirement};
 use super::doc::Table;
 use crate::recipe::model::Backend;
 
@@ -33,7 +31,7 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>) -
     let why = cx.required(t, "why", section, header.clone());
     let mut needs = Vec::new();
     for n in cx.strings(t, "needs", section).unwrap_or_default() {
-        match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(n.value) {
+        match requirement(n.value) {
             Ok(req) if req.version_or_url.is_none() => {
                 needs.push((req.name.to_string(), req.extras.iter().map(|e| e.to_string()).collect()));
             }

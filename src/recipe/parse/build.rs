@@ -3,9 +3,7 @@
 //! the wheel's own dependencies are installed. It deliberately renders nothing: values such as
 //! `{jobs}` are only known when a build is planned.
 
-use std::str::FromStr;
-
-use super::cx::{At, Ctx, first_line};
+use super::cx::{At, Ctx, requirement};
 use super::doc::{Item, Table};
 use crate::recipe::model::Build;
 use crate::recipe::template::Template;
@@ -27,12 +25,12 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
     };
     cx.check_keys(b, "build", KEYS);
     for r in cx.strings(b, "requires", "build").unwrap_or_default() {
-        match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(r.value) {
+        match requirement(r.value) {
             Ok(_) => build.requires.push(r.value.to_string()),
             Err(e) => cx.error(
                 r.span,
                 format!("bad requirement `{}` in build.requires", r.value),
-                Some(first_line(&e.to_string()).to_string()),
+                Some(e),
             ),
         }
     }

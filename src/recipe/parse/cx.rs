@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::str::FromStr;
 
 use pep440_rs::VersionSpecifiers;
+use pep508_rs::{Requirement, VerbatimUrl};
 
 use super::doc::{Item, Table};
 use crate::recipe::diag::Diagnostic;
@@ -238,4 +239,26 @@ pub(super) fn dotted(section: &str, key: &str) -> String {
     } else {
         format!("{section}.{key}")
     }
+}
+
+/// A PEP 508 requirement, or what is wrong with it (first line of the parser's message).
+///
+/// pep508_rs 0.9.2 panics (instead of returning an error) on a name that ends in `-`, `.` or `_`
+/// and is followed by more text, as in `torch-==2.7`; that case is answered here first, in the
+/// words pep508_rs uses for the same name at the end of the text.
+pub(super) fn requirement(s: &str) -> Result<Requirement<VerbatimUrl>, String> {
+    let t = s.trim_start();
+    let name_len = t
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+        .unwrap_or(t.len());
+    let name = &t[..name_len];
+    if name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name_len < t.len()
+        && let Some(last @ ('.' | '-' | '_')) = name.chars().last()
+    {
+        return Err(format!(
+            "Package name must end with an alphanumeric character, not '{last}'"
+        ));
+    }
+    Requirement::from_str(s).map_err(|e| first_line(&e.to_string()).to_string())
 }

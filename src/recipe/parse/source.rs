@@ -4,9 +4,8 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::str::FromStr;
 
-use super::cx::{Ctx, first_line};
+use super::cx::{Ctx, requirement};
 use super::doc::Table;
 use crate::recipe::model::Source;
 
@@ -119,13 +118,9 @@ fn git(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<Source> {
 fn wheel(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<Source> {
     let req = cx.string(t, "wheel", section);
     if let Some(r) = &req
-        && let Err(e) = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(r.value)
+        && let Err(e) = requirement(r.value)
     {
-        cx.error(
-            r.span.clone(),
-            format!("bad requirement `{}`", r.value),
-            Some(first_line(&e.to_string()).to_string()),
-        );
+        cx.error(r.span.clone(), format!("bad requirement `{}`", r.value), Some(e));
     }
     let index_url = cx.string(t, "index_url", section).map(|x| x.value.to_string());
     req.map(|r| Source::Wheel {

@@ -97,3 +97,27 @@ fn a_distribution_name_must_be_one_pip_accepts() {
     assert_eq!(r.dist.as_deref(), Some("Demo_Pkg"));
     assert_eq!(r.dist_name().unwrap().as_ref(), "demo-pkg");
 }
+
+#[test]
+fn a_requirement_name_ending_in_a_dash_is_an_error_not_a_panic() {
+    // pep508_rs 0.9.2 panics on these; the parser must answer with a diagnostic.
+    for (value, at) in [
+        ("torch-==2.7", '-'),
+        ("nvidia-cutlass-dsl_[cu13]", '_'),
+        ("a. >=1", '.'),
+    ] {
+        let src = format!("[package]\nname = \"w\"\nversion = \"1\"\n[source]\nwheel = \"{value}\"\n");
+        let errs = parse("w.toml", &src, None).unwrap_err().diags;
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].message, format!("bad requirement `{value}`"));
+        assert_eq!(
+            errs[0].help.as_deref(),
+            Some(format!("Package name must end with an alphanumeric character, not '{at}'").as_str())
+        );
+    }
+    let src = "[package]\nname = \"w\"\nversion = \"1\"\n[source]\npath = \".\"\n[build]\nrequires = [\"ninja-\"]\n";
+    assert_eq!(
+        parse("w.toml", src, None).unwrap_err().diags[0].help.as_deref(),
+        Some("Package name must end with an alphanumeric character, not '-'")
+    );
+}

@@ -22,12 +22,12 @@ const MIN_PER_THREAD: usize = 512;
 /// More threads than this find no more work in any recipe set seen so far.
 const MAX_THREADS: usize = 8;
 
-/// Every file parsed, in the order given.
-pub(super) fn parse_all(files: &[File]) -> Vec<Result<Recipe, Rejected>> {
+/// Every file parsed, in the order given (in blocks, to save moving the results once more).
+pub(super) fn parse_all(files: &[File]) -> Vec<Vec<Result<Recipe, Rejected>>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = cores.min(MAX_THREADS).min(files.len() / MIN_PER_THREAD).max(1);
     if threads == 1 {
-        return files.iter().map(one).collect();
+        return vec![files.iter().map(one).collect()];
     }
     let next = AtomicUsize::new(0);
     let work = || {
@@ -53,7 +53,7 @@ pub(super) fn parse_all(files: &[File]) -> Vec<Result<Recipe, Rejected>> {
         blocks
     });
     blocks.sort_unstable_by_key(|(start, _)| *start);
-    blocks.into_iter().flat_map(|(_, b)| b).collect()
+    blocks.into_iter().map(|(_, b)| b).collect()
 }
 
 fn one((file, src, dir): &File) -> Result<Recipe, Rejected> {

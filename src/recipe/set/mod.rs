@@ -102,7 +102,7 @@ impl RecipeSet {
         let mut diags = Vec::new();
         let mut recipes = BTreeMap::new();
         let mut rejected = Vec::new();
-        for (i, parsed) in parse_all(&files).into_iter().enumerate() {
+        for (i, parsed) in parse_all(&files).into_iter().flatten().enumerate() {
             let (file, src, _) = &files[i];
             match parsed {
                 Ok(r) => {
