@@ -11,23 +11,31 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use super::graph::cycles;
+use petgraph::graph::DiGraph;
+
+use super::graph::{cycles, graph};
 use crate::recipe::diag::Diagnostic;
 use crate::recipe::model::{Dependency, Recipe};
 
-/// Every recipe and every file's text, by name.
+/// Every recipe and every file's text, by name, and the dependency graph between them.
 pub(super) struct World<'a> {
-    pub recipes: &'a BTreeMap<String, Recipe>,
-    pub index: FxHashMap<&'a str, &'a Recipe>,
-    pub sources: FxHashMap<&'a str, &'a str>,
+    recipes: &'a BTreeMap<String, Recipe>,
+    index: FxHashMap<&'a str, &'a Recipe>,
+    sources: FxHashMap<&'a str, &'a str>,
+    graph: DiGraph<&'a str, ()>,
+    /// Per recipe (in name order): it names a component that is not in the set.
+    unknown: Vec<bool>,
 }
 
 impl<'a> World<'a> {
     pub fn new(recipes: &'a BTreeMap<String, Recipe>, sources: FxHashMap<&'a str, &'a str>) -> Self {
+        let (graph, unknown) = graph(recipes);
         World {
             recipes,
             index: recipes.iter().map(|(k, r)| (k.as_str(), r)).collect(),
             sources,
+            graph,
+            unknown,
         }
     }
 
@@ -41,9 +49,13 @@ impl<'a> World<'a> {
         Diagnostic::new(&r.file, self.sources[r.file.as_str()], span, message, help)
     }
 
-    /// Dependencies must exist, with the features they ask for.
+    /// Dependencies must exist, with the features they ask for. Only recipes with an unknown name
+    /// or a dependency that asks for features are looked at dependency by dependency.
     pub fn dependencies(&self, diags: &mut Vec<Diagnostic>) {
-        for r in self.recipes.values() {
+        for (i, r) in self.recipes.values().enumerate() {
+            if !self.unknown[i] && r.depends_all().all(|d| d.features.is_empty()) {
+                continue;
+            }
             for dep in r.depends_all() {
                 match self.index.get(dep.name.as_str()) {
                     None => diags.push(self.at(
@@ -132,7 +144,7 @@ impl<'a> World<'a> {
 
     /// Each dependency cycle, reported at the edge that starts it.
     pub fn cycles(&self, diags: &mut Vec<Diagnostic>) {
-        for cycle in cycles(self.recipes) {
+        for cycle in cycles(&self.graph) {
             let first = self.index[cycle[0].as_str()];
             let edge = first.depends_all().find(|d| d.name == cycle[1 % cycle.len()]);
             let mut path = cycle.clone();

@@ -95,18 +95,30 @@ impl Recipe {
     }
 }
 
-/// Each cycle in the graph, as the list of components on it, starting at the smallest name.
-pub(super) fn cycles(recipes: &BTreeMap<String, Recipe>) -> Vec<Vec<String>> {
-    let mut g: DiGraph<&str, ()> = DiGraph::with_capacity(recipes.len(), 0);
+/// The dependency graph of `recipes`: a node per recipe, in name order (node `i` is the `i`th
+/// recipe), an edge per distinct known dependency name; and, per recipe, whether it names a
+/// component that is not in the set.
+pub(super) fn graph(recipes: &BTreeMap<String, Recipe>) -> (DiGraph<&str, ()>, Vec<bool>) {
+    let mut g: DiGraph<&str, ()> = DiGraph::with_capacity(recipes.len(), 4 * recipes.len());
     let idx: FxHashMap<&str, NodeIndex> = recipes.keys().map(|k| (k.as_str(), g.add_node(k.as_str()))).collect();
-    for r in recipes.values() {
-        let from = idx[r.name.as_str()];
-        for d in r.depends_all() {
-            if let Some(&to) = idx.get(d.name.as_str()) {
-                g.update_edge(from, to, ());
+    let mut unknown = vec![false; recipes.len()];
+    for (i, r) in recipes.values().enumerate() {
+        let from = NodeIndex::new(i);
+        // `depends_sorted` holds each name once, so no edge is added twice.
+        for name in &r.depends_sorted {
+            match idx.get(name.as_str()) {
+                Some(&to) => {
+                    g.add_edge(from, to, ());
+                }
+                None => unknown[i] = true,
             }
         }
     }
+    (g, unknown)
+}
+
+/// Each cycle in the graph, as the list of components on it, starting at the smallest name.
+pub(super) fn cycles(g: &DiGraph<&str, ()>) -> Vec<Vec<String>> {
     let mut sccs = Vec::new();
     TarjanScc::new().run(&g, |scc: &[NodeIndex]| {
         let self_loop = scc.len() == 1 && g.contains_edge(scc[0], scc[0]);
@@ -145,7 +157,7 @@ pub(super) fn cycles(recipes: &BTreeMap<String, Recipe>) -> Vec<Vec<String>> {
             }
             false
         }
-        dfs(&g, &members, start, &mut path, &mut seen);
+        dfs(g, &members, start, &mut path, &mut seen);
         out.push(path.into_iter().map(|n| g[n].to_string()).collect());
     }
     out.sort();
