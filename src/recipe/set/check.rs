@@ -20,7 +20,9 @@ use crate::recipe::model::{Dependency, Recipe};
 /// Every recipe and every file's text, by name, and the dependency graph between them.
 pub(super) struct World<'a> {
     recipes: &'a BTreeMap<String, Recipe>,
-    index: FxHashMap<&'a str, &'a Recipe>,
+    /// The recipes in name order, and each one's position in that order by name.
+    list: Vec<&'a Recipe>,
+    index: FxHashMap<&'a str, usize>,
     sources: FxHashMap<&'a str, &'a str>,
     graph: DiGraph<&'a str, ()>,
     /// Per recipe (in name order): it names a component that is not in the set.
@@ -29,14 +31,21 @@ pub(super) struct World<'a> {
 
 impl<'a> World<'a> {
     pub fn new(recipes: &'a BTreeMap<String, Recipe>, sources: FxHashMap<&'a str, &'a str>) -> Self {
-        let (graph, unknown) = graph(recipes);
+        let list: Vec<&Recipe> = recipes.values().collect();
+        let index: FxHashMap<&str, usize> = recipes.keys().enumerate().map(|(i, k)| (k.as_str(), i)).collect();
+        let (graph, unknown) = graph(&list, &index);
         World {
             recipes,
-            index: recipes.iter().map(|(k, r)| (k.as_str(), r)).collect(),
+            list,
+            index,
             sources,
             graph,
             unknown,
         }
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Recipe> {
+        self.index.get(name).map(|&i| self.list[i])
     }
 
     fn at(
@@ -57,7 +66,7 @@ impl<'a> World<'a> {
                 continue;
             }
             for dep in r.depends_all() {
-                match self.index.get(dep.name.as_str()) {
+                match self.get(&dep.name) {
                     None => diags.push(self.at(
                         r,
                         dep.span.clone(),
@@ -95,7 +104,7 @@ impl<'a> World<'a> {
         for r in self.recipes.values() {
             for b in &r.backends {
                 for (need, feats) in &b.needs {
-                    let problem = match self.index.get(need.as_str()) {
+                    let problem = match self.get(need) {
                         None => Some(format!("backend `{}` needs unknown component `{need}`", b.value)),
                         Some(t) => feats
                             .iter()
@@ -145,7 +154,7 @@ impl<'a> World<'a> {
     /// Each dependency cycle, reported at the edge that starts it.
     pub fn cycles(&self, diags: &mut Vec<Diagnostic>) {
         for cycle in cycles(&self.graph) {
-            let first = self.index[cycle[0].as_str()];
+            let first = self.list[self.index[cycle[0].as_str()]];
             let edge = first.depends_all().find(|d| d.name == cycle[1 % cycle.len()]);
             let mut path = cycle.clone();
             path.push(cycle[0].clone());

@@ -5,7 +5,7 @@
 //! It deliberately ignores versions: the closure includes every version's own pins, because the
 //! solver may pick any of them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use petgraph::algo::TarjanScc;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -95,20 +95,21 @@ impl Recipe {
     }
 }
 
-/// The dependency graph of `recipes`: a node per recipe, in name order (node `i` is the `i`th
-/// recipe), an edge per distinct known dependency name; and, per recipe, whether it names a
-/// component that is not in the set.
-pub(super) fn graph(recipes: &BTreeMap<String, Recipe>) -> (DiGraph<&str, ()>, Vec<bool>) {
-    let mut g: DiGraph<&str, ()> = DiGraph::with_capacity(recipes.len(), 4 * recipes.len());
-    let idx: FxHashMap<&str, NodeIndex> = recipes.keys().map(|k| (k.as_str(), g.add_node(k.as_str()))).collect();
-    let mut unknown = vec![false; recipes.len()];
-    for (i, r) in recipes.values().enumerate() {
-        let from = NodeIndex::new(i);
+/// The dependency graph of `list` (the recipes in name order, `index` their positions by name):
+/// node `i` is the `i`th recipe, with an edge per distinct known dependency name; and, per recipe,
+/// whether it names a component that is not in the set.
+pub(super) fn graph<'a>(list: &[&'a Recipe], index: &FxHashMap<&str, usize>) -> (DiGraph<&'a str, ()>, Vec<bool>) {
+    let mut g: DiGraph<&str, ()> = DiGraph::with_capacity(list.len(), 4 * list.len());
+    for r in list {
+        g.add_node(r.name.as_str());
+    }
+    let mut unknown = vec![false; list.len()];
+    for (i, r) in list.iter().enumerate() {
         // `depends_sorted` holds each name once, so no edge is added twice.
         for name in &r.depends_sorted {
-            match idx.get(name.as_str()) {
+            match index.get(name.as_str()) {
                 Some(&to) => {
-                    g.add_edge(from, to, ());
+                    g.add_edge(NodeIndex::new(i), NodeIndex::new(to), ());
                 }
                 None => unknown[i] = true,
             }

@@ -20,7 +20,7 @@ use rustc_hash::FxHashMap;
 use super::diag::{Diagnostic, Diagnostics};
 use super::model::Recipe;
 use check::{World, closest};
-use load::{File, parse_all};
+use load::{File, Loaded, parse_all};
 
 static EMBEDDED: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/recipes");
 
@@ -102,18 +102,11 @@ impl RecipeSet {
         let mut diags = Vec::new();
         let mut named = Vec::with_capacity(files.len());
         let mut rejected = Vec::new();
-        for (i, parsed) in parse_all(&files).into_iter().flatten().enumerate() {
-            let (file, src, _) = &files[i];
-            match parsed {
-                Ok(r) => {
-                    let stem = Path::new(file).file_stem().map(|s| s.to_string_lossy());
-                    if stem.as_deref() != Some(r.name.as_str()) {
-                        diags.push(misnamed(file, src, &r, stem.as_deref().unwrap_or_default()));
-                    } else {
-                        named.push((r.name.clone(), i, r));
-                    }
-                }
-                Err(r) => {
+        for (i, loaded) in parse_all(&files).into_iter().flatten().enumerate() {
+            match loaded {
+                Loaded::Named(name, r) => named.push((name, i, r)),
+                Loaded::Misnamed(d) => diags.push(d),
+                Loaded::Rejected(r) => {
                     diags.extend(r.diags);
                     rejected.push((i, r.depends));
                 }
@@ -168,18 +161,6 @@ fn by_name(
         }
     }
     named.into_iter().map(|(name, _, r)| (name, r)).collect()
-}
-
-/// A component whose file is named after something else.
-fn misnamed(file: &str, src: &str, r: &Recipe, stem: &str) -> Diagnostic {
-    let at = src.find("name").map(|i| i..i + 4);
-    Diagnostic::new(
-        file,
-        src,
-        at,
-        format!("component `{}` is defined in a file named `{stem}.toml`", r.name),
-        Some(format!("name the file `{}.toml`", r.name)),
-    )
 }
 
 /// Smoke scripts are read now, so that a missing one is a load error, not a surprise later.
