@@ -39,8 +39,12 @@ const MAX_THREADS: usize = 8;
 
 /// Every file parsed, in the order given (in blocks, to save moving the results once more).
 pub(super) fn parse_all(files: &[File]) -> Vec<Vec<Loaded>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = cores.min(MAX_THREADS).min(files.len() / MIN_PER_THREAD).max(1);
+    // Asked only for large sets: the answer reads cgroup files, which small sets need not pay for.
+    let most = (files.len() / MIN_PER_THREAD).min(MAX_THREADS);
+    let threads = match most {
+        0 | 1 => 1,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).min(most),
+    };
     if threads == 1 {
         return vec![files.iter().map(one).collect()];
     }

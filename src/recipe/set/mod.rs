@@ -250,6 +250,53 @@ mod tests {
     }
 
     #[test]
+    fn a_large_set_is_loaded_in_parallel_and_reported_in_file_order() {
+        // More files than one thread takes: blocks come back from several threads.
+        let n = 3000;
+        let texts = |broken: &[usize]| -> Vec<(String, String)> {
+            (0..n)
+                .map(|i| {
+                    let dep = if i == 0 {
+                        String::new()
+                    } else {
+                        format!("c{} = \">=1\"\n", i - 1)
+                    };
+                    let extra = if broken.contains(&i) {
+                        "nope = \"*\"\n[bogus]\n"
+                    } else {
+                        ""
+                    };
+                    (
+                        format!("c{i}.toml"),
+                        format!("{}{extra}", recipe(&format!("c{i}"), &dep)),
+                    )
+                })
+                .collect()
+        };
+        let s = RecipeSet::from_texts(texts(&[]), "t").unwrap();
+        assert_eq!(s.recipes.len(), n);
+        assert_eq!(s.recipes["c1234"].depends_sorted, ["c1233"]);
+        let LoadError::Invalid(d) = RecipeSet::from_texts(texts(&[7, 1500, 2999]), "t").unwrap_err() else {
+            panic!("not a diagnostic")
+        };
+        let seen: Vec<(&str, &str)> = d.0.iter().map(|d| (d.file.as_str(), d.message.as_str())).collect();
+        assert_eq!(
+            seen,
+            [
+                ("c1500.toml", "unknown dependency `nope`"),
+                ("c1500.toml", "unknown key `bogus` at the top level"),
+                // A file that depends on a rejected one is told its dependency is unknown.
+                ("c1501.toml", "unknown dependency `c1500`"),
+                ("c2999.toml", "unknown dependency `nope`"),
+                ("c2999.toml", "unknown key `bogus` at the top level"),
+                ("c7.toml", "unknown dependency `nope`"),
+                ("c7.toml", "unknown key `bogus` at the top level"),
+                ("c8.toml", "unknown dependency `c7`"),
+            ]
+        );
+    }
+
+    #[test]
     fn embedded_recipes_load() {
         let s = RecipeSet::embedded().unwrap();
         assert!(s.recipes.len() >= 9);
