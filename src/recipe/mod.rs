@@ -1,7 +1,9 @@
 //! Recipes: one TOML file per component, validated into a [`RecipeSet`].
 //!
-//! `parse` reads one file, `set` checks the files against each other, `template` handles the
-//! `{variables}` in build commands, and `diag` renders problems at `file:line:col`.
+//! `parse` reads one file (one module per table, every problem collected), `set` loads many files
+//! in parallel and checks them against each other, `template` handles the `{variables}` in build
+//! commands, and `diag` renders problems at `file:line:col`. It deliberately knows nothing about
+//! the machine: whether a recipe's requirements are met is the resolver's question.
 
 pub mod diag;
 pub mod model;

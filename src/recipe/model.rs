@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use pep440_rs::{Version, VersionSpecifiers};
+use pep508_rs::PackageName;
 use serde::Serialize;
 
 use super::template::Template;
@@ -179,7 +181,8 @@ pub struct VersionEntry {
 #[derive(Debug, Clone, Serialize)]
 pub struct Recipe {
     pub name: String,
-    /// The Python distribution it installs (`None` for the CUDA toolkit).
+    /// The Python distribution it installs, as written (`None` for the CUDA toolkit); a valid
+    /// PEP 508 name, see [`Recipe::dist_name`].
     pub dist: Option<String>,
     pub kind: Kind,
     /// What kiln installs when it must install or build.
@@ -222,6 +225,12 @@ pub struct Recipe {
 }
 
 impl Recipe {
+    /// The distribution it installs as a normalized name (`Flash_Attn` and `flash-attn` are one
+    /// name), for comparing with what is installed. Loading checked that it is a valid name.
+    pub fn dist_name(&self) -> Option<PackageName> {
+        self.dist.as_deref().and_then(|d| PackageName::from_str(d).ok())
+    }
+
     /// Whether an installed version counts as good.
     pub fn accepts_version(&self, v: &Version) -> bool {
         match (&self.accepts_spec, &self.version) {

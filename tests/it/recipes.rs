@@ -175,3 +175,75 @@ fn the_device_fixture_uses_the_embedded_torch_and_toolkit_recipes_and_loads() {
     let v = stdout_json(&out);
     assert!(v["recipes"].as_array().unwrap().iter().any(|r| r["name"] == "torchext"));
 }
+
+/// One file per kind of problem the parser reports (and one good file they depend on), so that
+/// every message, position and help text is pinned: wrong types named as TOML names them, header
+/// positions, the source rules, versions, rules, backends, build commands and distribution names.
+pub const PROBLEMS: &[(&str, &str)] = &[
+    (
+        "torch.toml",
+        "[package]\nname = \"torch\"\nversion = \"2.14.1\"\n[source]\nwheel = \"torch==2.14.1\"\n",
+    ),
+    (
+        "types.toml",
+        "[package]\nname = \"types\"\nversion = \"1\"\nsummary = { text = \"x\" }\n[source]\npath = \".\"\n[depends]\ntorch = 3\n[[build]]\nx = 1\n[verify]\nimports = [\"ok\", 2, \"9bad\"]\n",
+    ),
+    (
+        "sources.toml",
+        "[package]\nname = \"sources\"\nversion = \"1\"\n[source]\nsdist = \"https://example.org/s.tar.gz\"\ngit = \"https://example.org/s.git\"\n",
+    ),
+    (
+        "nosource.toml",
+        "[package]\nname = \"nosource\"\n[[versions]]\nversion = \"1\"\n[[versions]]\nversion = \"not a version\"\npath = \".\"\n",
+    ),
+    (
+        "sha.toml",
+        "[package]\nname = \"sha\"\nversion = \"1\"\n[source]\nsdist = \"https://example.org/s.tar.gz\"\n",
+    ),
+    (
+        "toolkit.toml",
+        "[package]\nname = \"toolkit\"\nkind = \"cuda-toolkit\"\n[source]\npath = \".\"\n",
+    ),
+    (
+        "rules.toml",
+        "[package]\nname = \"rules\"\nversion = \"1\"\n[source]\npath = \".\"\n[requires]\ncuda = \"twelve\"\npython = \">=3.10,\"\n[[requires.rule]]\nwhy = \"w\"\n[[requires.rule]]\narch = [\"banana\"]\ncuda = \">=12.8\"\n",
+    ),
+    (
+        "backends.toml",
+        "[package]\nname = \"backends\"\nversion = \"1\"\n[source]\npath = \".\"\n[[backends]]\nvalue = \"v\"\nneeds = [\"torch>=2\"]\narch = [\"9.0\", \"x\"]\ncuda = \"new\"\nwhy = \"w\"\n",
+    ),
+    (
+        "versions.toml",
+        "versions = [{ version = \"1\" }]\n[package]\nname = \"versions\"\n[source]\npath = \".\"\n",
+    ),
+    (
+        "build.toml",
+        "[package]\nname = \"build\"\nversion = \"1\"\n[source]\npath = \".\"\n[build]\nrequires = [\"not a requirement!\"]\nenv = { A = 1, B = \"{nope}\" }\nprepare = [[\"{python}\", 1], []]\nwheel = []\nmemory_per_job = \"lots\"\n",
+    ),
+    ("dotted.toml", "package.name = \"dotted\"\nsource.path = \".\"\n"),
+    (
+        "dist.toml",
+        "[package]\nname = \"dist\"\ndist = \"bad name!\"\nversion = \"1\"\n[source]\npath = \".\"\n",
+    ),
+    (
+        "header.toml",
+        "[package]\nversion = \"1\"\n[source]\npath = \".\"\n[features]\nx = 1\n[features.y]\nimports = [\"y\"]\nsummary = \"y\"\nextra = true\n",
+    ),
+];
+
+#[test]
+fn every_kind_of_problem_is_reported_where_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("problems");
+    std::fs::create_dir(&dir).unwrap();
+    for (name, body) in PROBLEMS {
+        write(&dir, name, body);
+    }
+    let out = kiln_bare()
+        .current_dir(tmp.path())
+        .args(["recipes", "--recipes", "problems"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!("every_kind_of_problem", text(&out.stderr));
+}

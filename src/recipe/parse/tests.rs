@@ -1,0 +1,123 @@
+//! Unit tests of the recipe parser: a good recipe, every problem of a bad one in one pass, the
+//! version limit, and input that is not a recipe at all.
+
+use super::*;
+
+const GOOD: &str = r#"
+[package]
+name = "demo"
+version = "1.0.0rc1"
+
+[source]
+path = "pkg"
+
+[depends]
+torch = { version = ">=2.7", abi = true }
+
+[build]
+env = { ARCH = "{arch.torch}" }
+memory_per_job = "4GiB"
+
+[verify]
+imports = ["demo", "demo._ext"]
+"#;
+
+#[test]
+fn parses_a_good_recipe() {
+    let r = parse("demo.toml", GOOD, None).unwrap();
+    assert_eq!(r.name, "demo");
+    assert_eq!(r.dist.as_deref(), Some("demo"));
+    assert_eq!(r.version.unwrap().to_string(), "1.0.0rc1");
+    assert!(r.depends[0].abi);
+    assert_eq!(r.build.memory_per_job, Some(4 << 30));
+    assert_eq!(r.imports, ["demo", "demo._ext"]);
+}
+
+#[test]
+fn reports_every_problem_in_one_file() {
+    let bad = GOOD
+        .replace("version = \"1.0.0rc1\"", "verison = \"1\"\nversion = 3")
+        .replace("\">=2.7\"", "\">=2.7.*\"")
+        .replace("{arch.torch}", "{arch.tensorrt}");
+    let errs = parse("demo.toml", &bad, None).unwrap_err().diags;
+    let msgs: Vec<&str> = errs.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        msgs,
+        [
+            "unknown key `verison` in [package]",
+            "`package.version` must be a string, found integer",
+            "bad version specifier `>=2.7.*` for dependency `torch`",
+            "unknown template variable `{arch.tensorrt}`",
+        ]
+    );
+    let tpl = &errs[3];
+    let line = bad.lines().nth(tpl.line - 1).unwrap();
+    assert_eq!(&line[tpl.column - 1..tpl.column - 1 + 15], "{arch.tensorrt}");
+}
+
+#[test]
+fn more_versions_than_the_solver_holds_are_refused_at_the_first_extra_one() {
+    let mut src = String::from("[package]\nname = \"many\"\n");
+    for i in (0..=MAX_VERSIONS).rev() {
+        src += &format!("[[versions]]\nversion = \"1.{i}\"\nwheel = \"many==1.{i}\"\n");
+    }
+    let errs = parse("many.toml", &src, None).unwrap_err().diags;
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].message, format!("more than {MAX_VERSIONS} [[versions]]"));
+    // The 64th entry, counting from 1, is the one pointed at.
+    let line = src.lines().nth(errs[0].line - 1).unwrap();
+    assert_eq!(line, "[[versions]]");
+    assert_eq!(src.lines().nth(errs[0].line).unwrap(), "version = \"1.0\"");
+    let fits = src.replacen("[[versions]]\nversion = \"1.63\"\nwheel = \"many==1.63\"\n", "", 1);
+    assert!(parse("many.toml", &fits, None).is_ok());
+}
+
+#[test]
+fn garbage_is_an_error_not_a_panic() {
+    for src in [
+        "",
+        "[[[",
+        "package = 1",
+        "\u{0}",
+        "[package]\nname = \"x\"\n[source]\npath = 1\nwheel = \"torch==\"",
+    ] {
+        assert!(parse("x.toml", src, None).is_err(), "{src:?}");
+    }
+}
+
+#[test]
+fn a_distribution_name_must_be_one_pip_accepts() {
+    let bad = GOOD.replace("name = \"demo\"", "name = \"demo\"\ndist = \"demo pkg\"");
+    let errs = parse("demo.toml", &bad, None).unwrap_err().diags;
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].message, "`demo pkg` is not a Python distribution name");
+    assert_eq!((errs[0].line, errs[0].column), (4, 8));
+    let named = GOOD.replace("name = \"demo\"", "name = \"demo\"\ndist = \"Demo_Pkg\"");
+    let r = parse("demo.toml", &named, None).unwrap();
+    assert_eq!(r.dist.as_deref(), Some("Demo_Pkg"));
+    assert_eq!(r.dist_name().unwrap().as_ref(), "demo-pkg");
+}
+
+#[test]
+fn a_requirement_name_ending_in_a_dash_is_an_error_not_a_panic() {
+    // pep508_rs 0.9.2 panics on these; the parser must answer with a diagnostic.
+    for (value, at) in [
+        ("torch-==2.7", '-'),
+        ("nvidia-cutlass-dsl_[cu13]", '_'),
+        ("a. >=1", '.'),
+    ] {
+        let src = format!("[package]\nname = \"w\"\nversion = \"1\"\n[source]\nwheel = \"{value}\"\n");
+        let errs = parse("w.toml", &src, None).unwrap_err().diags;
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].message, format!("bad requirement `{value}`"));
+        assert_eq!(
+            errs[0].help.as_deref(),
+            Some(format!("Package name must end with an alphanumeric character, not '{at}'").as_str())
+        );
+    }
+    let src = "[package]\nname = \"w\"\nversion = \"1\"\n[source]\npath = \".\"\n[build]\nrequires = [\"ninja-\"]\n";
+    assert_eq!(
+        parse("w.toml", src, None).unwrap_err().diags[0].help.as_deref(),
+        Some("Package name must end with an alphanumeric character, not '-'")
+    );
+}

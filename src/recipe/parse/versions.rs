@@ -1,0 +1,131 @@
+//! `[[versions]]`: the versions a recipe can install, newest first, each with its own source (or
+//! the recipe's) and its own pins. Without `[[versions]]` the recipe describes one version, its
+//! `[package] version` with its `[source]`. It deliberately does not order or compare versions:
+//! the order written is the order of preference.
+
+use std::str::FromStr;
+
+use pep440_rs::Version;
+
+use super::cx::{Ctx, first_line};
+use super::doc::Table;
+use super::{depends, source};
+use crate::recipe::model::{Kind, Source, VersionEntry};
+
+/// The most `[[versions]]` one recipe may list.
+pub const MAX_VERSIONS: usize = 63;
+
+const KEYS: &[&str] = &[
+    "version",
+    "depends",
+    "sdist",
+    "sha256",
+    "git",
+    "rev",
+    "subdir",
+    "submodules",
+    "path",
+    "wheel",
+    "index_url",
+];
+
+/// The versions, and what they fill in of `[package]` and `[source]`.
+pub(super) struct Versions {
+    pub versions: Vec<VersionEntry>,
+    /// `[package] version`, or the first entry's.
+    pub version: Option<Version>,
+    /// `[source]`, or the first entry's.
+    pub source: Option<Source>,
+    /// An entry was reported for having no source while the recipe has no `[source]`.
+    pub reported_no_source: bool,
+}
+
+pub(super) fn read(
+    cx: &mut Ctx,
+    root: Table<'_>,
+    kind: Kind,
+    version: Option<Version>,
+    source: Option<Source>,
+) -> Versions {
+    let mut out = Versions {
+        versions: Vec::new(),
+        version,
+        source,
+        reported_no_source: false,
+    };
+    let Some(item) = root.get("versions") else {
+        if let Some(v) = &out.version {
+            out.versions.push(VersionEntry {
+                version: v.clone(),
+                source: out.source.clone(),
+                depends: Vec::new(),
+            });
+        }
+        return out;
+    };
+    match item.as_array_of_tables() {
+        Some(tables) => {
+            for (i, (t, header)) in tables.enumerate() {
+                // The solver holds a component's candidates (these and the installed one) as bits
+                // of one 64-bit word.
+                if i == MAX_VERSIONS {
+                    cx.error(
+                        Some(header.clone()),
+                        format!("more than {MAX_VERSIONS} [[versions]]"),
+                        Some("keep the versions people may still need; older ones belong in another recipe".into()),
+                    );
+                }
+                entry(cx, t, Some(header), kind, &mut out);
+            }
+        }
+        None => cx.wrong_type(item, "an array of tables ([[versions]])", "versions", ""),
+    }
+    if let (Some(first), true) = (out.versions.first(), out.version.is_none()) {
+        out.version = Some(first.version.clone());
+    }
+    if out.source.is_none() {
+        out.source = out.versions.first().and_then(|e| e.source.clone());
+    }
+    out
+}
+
+fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kind: Kind, out: &mut Versions) {
+    cx.check_keys(t, "versions", KEYS);
+    let v = cx.required(t, "version", "versions", header.clone());
+    let parsed = v.as_ref().and_then(|v| match Version::from_str(v.value) {
+        Ok(x) => Some(x),
+        Err(e) => {
+            cx.error(
+                v.span.clone(),
+                format!("bad version `{}`", v.value),
+                Some(first_line(&e.to_string()).to_string()),
+            );
+            None
+        }
+    });
+    let has_source = source::names_any(t);
+    let own_source = if has_source {
+        source::one(cx, t, "versions", header.clone()).unwrap_or(None)
+    } else {
+        out.source.clone()
+    };
+    if own_source.is_none() && kind == Kind::Python && !has_source {
+        out.reported_no_source = true;
+        cx.error(
+            header,
+            "this version names no source and the recipe has no [source]".into(),
+            Some("add `sdist`/`git`/`path`/`wheel` to the entry".into()),
+        );
+    }
+    let deps = match cx.table(t, "depends", "versions") {
+        Some(d) => depends::read(cx, d, "versions.depends"),
+        None => Vec::new(),
+    };
+    if let Some(version) = parsed {
+        out.versions.push(VersionEntry {
+            version,
+            source: own_source,
+            depends: deps,
+        });
+    }
+}
