@@ -42,7 +42,7 @@ pub struct Global {
     #[arg(long, global = true, value_name = "DIR", env = "KILN_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Compile jobs per build; independent builds run side by side while CPUs and memory are left
-    /// [default: min(free CPUs, free memory / the recipe's memory_per_job)]
+    /// [default: min(CPUs, available memory / the recipe's memory_per_job), decided when planning]
     #[arg(long, short = 'j', global = true, value_name = "N")]
     pub jobs: Option<usize>,
     /// Time limit for each import the probe tries; a hanging import is reported, not waited for

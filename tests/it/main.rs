@@ -3,6 +3,7 @@
 mod build;
 mod common;
 mod fatbin;
+mod layers;
 mod lock;
 mod recipes;
 mod resolve;
