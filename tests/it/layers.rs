@@ -49,7 +49,13 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The top-level module a file belongs to (`src/build/wheels.rs` → `build`, `src/lock.rs` → `lock`).
 fn module_of(file: &Path) -> String {
     let rel = file.strip_prefix(src()).unwrap();
-    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
     first.trim_end_matches(".rs").to_string()
 }
 
@@ -111,9 +117,9 @@ fn no_module_imports_one_above_it_or_beside_it() {
         if from == "lib" {
             continue;
         }
-        let from_rank = *ranks.get(from.as_str()).unwrap_or_else(|| {
-            panic!("{}: module `{from}` has no rank in tests/it/layers.rs", file.display())
-        });
+        let from_rank = *ranks
+            .get(from.as_str())
+            .unwrap_or_else(|| panic!("{}: module `{from}` has no rank in tests/it/layers.rs", file.display()));
         let text = std::fs::read_to_string(file).unwrap();
         let root = if from == "main" { "kiln" } else { "crate" };
         for to in imported_modules(&text, root) {
@@ -121,7 +127,10 @@ fn no_module_imports_one_above_it_or_beside_it() {
                 continue;
             }
             let to_rank = *ranks.get(to.as_str()).unwrap_or_else(|| {
-                panic!("{}: imports `{to}`, which has no rank in tests/it/layers.rs", file.display())
+                panic!(
+                    "{}: imports `{to}`, which has no rank in tests/it/layers.rs",
+                    file.display()
+                )
             });
             if to_rank >= from_rank {
                 wrong.push(format!(
@@ -133,7 +142,11 @@ fn no_module_imports_one_above_it_or_beside_it() {
     }
     wrong.sort();
     wrong.dedup();
-    assert!(wrong.is_empty(), "imports against the module map:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "imports against the module map:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
