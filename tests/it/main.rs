@@ -2,6 +2,7 @@
 
 mod build;
 mod common;
+mod download;
 mod fatbin;
 mod layers;
 mod lock;
