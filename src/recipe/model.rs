@@ -126,7 +126,7 @@ pub struct Build {
     /// Commands run in the source tree before the wheel build.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub prepare: Vec<Vec<Template>>,
-    /// The wheel build command; `None` means `{python} -m pip wheel --no-deps --no-build-isolation`.
+    /// The wheel build command; `None` means `{python} -m pip wheel -v --no-deps --no-build-isolation`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<Vec<Template>>,
     /// Peak memory of one compile job, used to choose `{jobs}`.

@@ -165,7 +165,7 @@ fn failed_build_leaves_the_previous_version_importable() {
     let err = text(&out.stderr);
     assert!(err.contains("error: fixture-cext failed during wheel"), "{err}");
     assert!(
-        err.contains("  command: ") && err.contains(" -m pip wheel --no-deps"),
+        err.contains("  command: ") && err.contains(" -m pip wheel -v --no-deps"),
         "{err}"
     );
     assert!(err.contains("  status:  exit status 1"), "{err}");
@@ -180,6 +180,17 @@ fn failed_build_leaves_the_previous_version_importable() {
     let log_line = err.lines().find(|l| l.trim_start().starts_with("log:")).unwrap();
     let log = std::fs::read_to_string(log_line.trim_start().trim_start_matches("log:").trim()).unwrap();
     assert!(log.contains("this is not C"), "the log holds the compiler's output");
+    assert!(
+        log.lines().any(|l| l.contains("gcc") && l.contains("_speedups.c")),
+        "pip wheel -v keeps the compiler command line in the log"
+    );
+    // The compiler's error is named, not only pip's last lines.
+    let cause = err
+        .lines()
+        .skip_while(|l| !l.contains("cause (from the log):"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no cause lines: {err}"));
+    assert!(cause.contains("_speedups.c") && cause.contains("error"), "{err}");
     // The failed build's tree stays, for whoever debugs it.
     let kept = std::fs::read_dir(w.cache.join("work"))
         .unwrap()
