@@ -323,7 +323,7 @@ mod tests {
         assert_eq!(json["env"]["MAX_JOBS"], "6");
         assert_eq!(json["jobs"], 6);
         assert_eq!(json["prepare"][0][2], "-j6");
-        assert_eq!(json["wheel_command"][8], "<wheel dir>");
+        assert_eq!(json["wheel_command"][9], "<wheel dir>");
     }
 
     #[test]
