@@ -246,6 +246,8 @@ fn every_kind_of_problem_is_reported_where_it_is() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     insta::assert_snapshot!("every_kind_of_problem", text(&out.stderr));
+}
+
 /// `kiln recipes | head -0`: a reader that goes away early ends kiln quietly, never in a panic.
 #[test]
 fn a_closed_pipe_ends_kiln_quietly() {
