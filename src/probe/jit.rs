@@ -23,6 +23,16 @@ use crate::fatbin::{self, FileReport};
 use crate::probe::smoke::Script;
 use crate::process::Cmd;
 
+/// What kiln knows of a component's JIT for the target archs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome")]
+pub enum JitOutcome {
+    /// The proof ran (it may have failed).
+    Ran(JitProof),
+    /// The proof could not run here, and why (no toolkit, an arch the toolkit cannot spell).
+    Blocked { reason: String },
+}
+
 /// What one JIT proof did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JitProof {

@@ -585,3 +585,40 @@ imports = ["kiln_fixture_pure"]
         assert_eq!(shown_argv[1], "<source dir>/dump_env.py");
     }
 }
+
+/// `[install] deps = true`: the built wheel's runtime dependencies (here `six`, from PyPI) are
+/// installed with it, while what is already there is not reinstalled: a dependency that is
+/// already installed keeps its files (its mtime), and a second install builds nothing.
+#[test]
+fn runtime_dependencies_are_installed_and_nothing_present_is_reinstalled() {
+    let w = World::new();
+    w.edit(
+        "packages/kiln-fixture-pure/pyproject.toml",
+        "description = \"kiln test fixture: a pure Python package\"",
+        "description = \"kiln test fixture: a pure Python package\"\ndependencies = [\"six\", \"wheel\"]",
+    );
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "[verify]",
+        "[install]\ndeps = true\n\n[verify]",
+    );
+    let wheel_before = w
+        .py("import wheel, os; print(os.stat(wheel.__file__).st_mtime_ns)")
+        .unwrap();
+    assert!(w.py("import six").is_err(), "six is not there before");
+
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(w.py("import six, kiln_fixture_pure; print('ok')").unwrap(), "ok");
+    let wheel_after = w
+        .py("import wheel, os; print(os.stat(wheel.__file__).st_mtime_ns)")
+        .unwrap();
+    assert_eq!(
+        wheel_before, wheel_after,
+        "a dependency already installed is left as it was"
+    );
+
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("built nothing"), "{}", text(&out.stdout));
+}

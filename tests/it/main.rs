@@ -4,6 +4,7 @@ mod build;
 mod common;
 mod download;
 mod fatbin;
+mod jit;
 mod layers;
 mod lock;
 mod recipes;
