@@ -37,6 +37,7 @@ pub mod bundle;
 pub mod cache_dir;
 pub mod cli;
 pub mod commands;
+pub mod download;
 pub mod fatbin;
 pub mod lock;
 pub mod probe;

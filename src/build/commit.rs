@@ -51,16 +51,22 @@ pub(super) fn commit(
     } else {
         None
     };
+    // The wheel itself replaces what is there; its runtime dependencies are then added only where
+    // missing (never force-reinstalled: that would reinstall torch and every CUDA library), with
+    // every kiln-managed distribution pinned by the constraints.
+    let log = log_of(cx, step, Phase::Install);
+    let to_install = std::slice::from_ref(&p.to_install);
     let verified = cx
         .installer
-        .install(
-            &cx.python,
-            std::slice::from_ref(&p.to_install),
-            r.install_deps,
-            constraints.as_deref(),
-            p.index_url.as_deref(),
-        )
-        .run_logged(&log_of(cx, step, Phase::Install))
+        .install(&cx.python, to_install, false, None, p.index_url.as_deref())
+        .run_logged(&log)
+        .and_then(|()| match &constraints {
+            Some(cons) => cx
+                .installer
+                .install_missing(&cx.python, to_install, cons, p.index_url.as_deref())
+                .run_logged(&log),
+            None => Ok(()),
+        })
         .map_err(|e| BuildFailure::of_command(&step.name, Phase::Install, e))
         .and_then(|()| {
             reporter.phase(step, Phase::Verify, &r.imports.join(", "));

@@ -209,6 +209,7 @@ mod tests {
             status,
             log: PathBuf::from("/logs/x.wheel.log"),
             tail: tail.iter().map(|s| s.to_string()).collect(),
+            causes: Vec::new(),
         }
     }
 

@@ -85,6 +85,22 @@ impl Installer {
         c.args(what.iter().cloned())
     }
 
+    /// `install` of what `what` needs and the environment lacks (its runtime dependencies),
+    /// without reinstalling anything present, within `constraints`.
+    pub fn install_missing(&self, python: &Path, what: &[String], constraints: &Path, index_url: Option<&str>) -> Cmd {
+        let py = python.display().to_string();
+        let mut c = match &self.tool {
+            Tool::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str()]),
+            Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input"]),
+        };
+        c = self.no_index(c);
+        c = c.arg("--constraint").arg(constraints.display().to_string());
+        if let Some(u) = index_url {
+            c = c.arg("--index-url").arg(u);
+        }
+        c.args(what.iter().cloned())
+    }
+
     /// Installs `reqs` into a private directory (`--target`), for build-time requirements.
     pub fn install_target(&self, python: &Path, reqs: &[String], target: &Path) -> Cmd {
         let py = python.display().to_string();

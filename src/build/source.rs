@@ -258,6 +258,14 @@ pub fn cached(source: &Source, cache: &Path) -> Result<(), NotCached> {
     }
 }
 
+/// The error and, when there is one, what to do about it.
+fn download_detail(e: &crate::download::DownloadError) -> String {
+    match e.hint() {
+        Some(hint) => format!("{e}\n  hint: {hint}"),
+        None => e.to_string(),
+    }
+}
+
 /// Returns the cached archive for `url`, downloading and checking it first if needed.
 fn cached_download(url: &str, sha256: &str, cache: &Path, offline: bool) -> Result<PathBuf, SourceError> {
     let file_name = url
@@ -277,6 +285,7 @@ fn cached_download(url: &str, sha256: &str, cache: &Path, offline: bool) -> Resu
     }
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let partial = dir.join(format!("{file_name}.part"));
+    // A local file is copied whole; a download resumes what an earlier run left in `partial`.
     let local = url
         .strip_prefix("file://")
         .map(PathBuf::from)
@@ -286,15 +295,12 @@ fn cached_download(url: &str, sha256: &str, cache: &Path, offline: bool) -> Resu
             std::fs::copy(&p, &partial).map_err(io(format!("cannot copy {}", p.display())))?;
         }
         None => {
-            let mut resp = ureq::get(url).call().map_err(|e| SourceError::Download {
-                url: url.into(),
-                detail: e.to_string(),
-            })?;
-            let mut out = std::fs::File::create(&partial).map_err(io(format!("cannot write {}", partial.display())))?;
-            std::io::copy(&mut resp.body_mut().as_reader(), &mut out).map_err(|e| SourceError::Download {
-                url: url.into(),
-                detail: e.to_string(),
-            })?;
+            crate::download::fetch(url, &partial, &crate::download::Policy::default(), &mut |_, _| {}).map_err(
+                |e| SourceError::Download {
+                    url: url.into(),
+                    detail: download_detail(&e),
+                },
+            )?;
         }
     }
     let got = sha256_file(&partial)?;

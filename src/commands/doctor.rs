@@ -14,6 +14,7 @@ pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
         torch: s.facts.torch.as_ref(),
         backends: s.backends(),
         binaries: doctor::binaries(&s.binaries),
+        jit: &s.jit,
     };
     if settings.json {
         report::json_doc(&doc);

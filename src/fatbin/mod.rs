@@ -1,5 +1,5 @@
 //! A reader for CUDA fatbinaries: which SASS (`sm_120a`) and PTX (`compute_120f`, with its ISA
-//! version) a host ELF object, shared library or raw `.fatbin` file holds.
+//! version) a host ELF object, shared library, raw `.fatbin` file or bare `.cubin` holds.
 //!
 //! NVIDIA does not document the format. The section names are those of CUDA's
 //! `include/fatbinary_section.h`; the headers follow the open readers
@@ -18,6 +18,7 @@
 //! It deliberately ignores what the kernels are (names, registers) and whether they can run on a
 //! device (that is `arch::run`).
 
+mod cubin;
 mod image;
 mod layout;
 mod payload;
@@ -140,6 +141,9 @@ pub fn read_file(path: &Path) -> Result<FileReport, FatbinError> {
 
 /// Reads the fatbins in `data` (an ELF file or a raw fatbin), naming it `name` in errors.
 pub fn read_bytes(data: &[u8], name: &str) -> Result<FileReport, FatbinError> {
+    if let Some(bare) = cubin::bare(data, name) {
+        return Ok(FileReport::new(name, bare?));
+    }
     let fatbins = layout::locate(data, name)?;
     Ok(FileReport::new(name, fatbins))
 }

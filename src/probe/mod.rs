@@ -4,6 +4,7 @@
 
 pub mod binaries;
 pub mod cache;
+pub mod jit;
 pub mod machine;
 pub mod python;
 pub mod smoke;

@@ -114,6 +114,23 @@ pub struct Smoke {
     pub span: Option<Range<usize>>,
 }
 
+/// A JIT proof (`[verify] jit`): a Python script, named relative to the recipe file, that
+/// compiles real kernels through the component's own run-time compiler for the target archs and
+/// prints the files it wrote (see `probe::jit`), run with the environment `jit_env` renders.
+#[derive(Debug, Clone, Serialize)]
+pub struct Jit {
+    /// As written in the recipe (`jit/flashinfer.py`).
+    pub path: String,
+    /// The script, read when the recipe set is loaded.
+    #[serde(skip)]
+    pub text: String,
+    #[serde(skip)]
+    pub span: Option<Range<usize>>,
+    /// `[verify] jit_env`: what the component's JIT reads (arch list, jobs, toolkit).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, Template>,
+}
+
 /// How to turn the source into an installed wheel.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Build {
@@ -126,7 +143,7 @@ pub struct Build {
     /// Commands run in the source tree before the wheel build.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub prepare: Vec<Vec<Template>>,
-    /// The wheel build command; `None` means `{python} -m pip wheel --no-deps --no-build-isolation`.
+    /// The wheel build command; `None` means `{python} -m pip wheel -v --no-deps --no-build-isolation`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<Vec<Template>>,
     /// Peak memory of one compile job, used to choose `{jobs}`.
@@ -206,6 +223,10 @@ pub struct Recipe {
     /// the target arch is present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smoke: Option<Smoke>,
+    /// A script that proves its run-time compiler produces kernels for the target archs
+    /// (`[verify] jit`), run with no GPU needed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jit: Option<Jit>,
     pub features: BTreeMap<String, Feature>,
     /// The versions kiln can install, in order of preference (newest first). Without
     /// `[[versions]]` this is the one `[package] version` with `[source]`.

@@ -25,6 +25,9 @@ pub struct Doctor<'a> {
     pub torch: Option<&'a TorchFacts>,
     pub backends: Vec<BackendVerdict>,
     pub binaries: Vec<DistBinaries<'a>>,
+    /// JIT proofs by component: the kernels compiled and the images read back from them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
 }
 
 /// The interpreter inspected.
@@ -250,6 +253,7 @@ mod tests {
             torch: None,
             backends: Vec::new(),
             binaries: binaries(&by_dist),
+            jit: &BTreeMap::new(),
         };
         let want = serde_json::json!({
             "machine": {

@@ -52,6 +52,7 @@ pub struct Failed<'a> {
     pub status: Option<&'a crate::process::Exit>,
     pub log: Option<&'a Path>,
     pub tail: Option<&'a [String]>,
+    pub causes: Option<&'a [String]>,
     pub restored: &'a crate::build::failure::Restored,
     pub hint: Option<&'a crate::build::failure::Hint>,
 }
@@ -67,6 +68,7 @@ impl<'a> Failed<'a> {
             status: c.map(|c| &c.status),
             log: c.map(|c| c.log.as_path()),
             tail: c.map(|c| c.tail.as_slice()),
+            causes: c.map(|c| c.causes.as_slice()),
             restored: &f.restored,
             hint: f.hint.as_ref(),
         }
@@ -142,6 +144,12 @@ pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
             eprintln!("  command: {}", c.command);
             eprintln!("  status:  {}", c.status);
             eprintln!("  log:     {}", c.log.display());
+            if !c.causes.is_empty() {
+                eprintln!("  cause (from the log):");
+                for l in &c.causes {
+                    eprintln!("    | {l}");
+                }
+            }
             if !c.tail.is_empty() {
                 eprintln!("  last lines:");
                 for l in &c.tail {

@@ -95,8 +95,21 @@ pub fn show(r: &Recipe) {
     for (k, v) in &r.build.env {
         println!("  env        {k}={v}");
     }
+    if r.install_deps {
+        println!("  install    with its runtime dependencies (pinned to what kiln manages)");
+    }
     if !r.imports.is_empty() {
         println!("  verify     import {}", r.imports.join(", "));
+    }
+    if let Some(s) = &r.smoke {
+        println!(
+            "  verify     smoke test {} where a GPU of the target arch is present",
+            s.path
+        );
+    }
+    if let Some(j) = &r.jit {
+        let env: Vec<String> = j.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("  verify     JIT proof {} (no GPU needed) {}", j.path, env.join(" "));
     }
     for (n, f) in &r.features {
         println!("  feature    [{n}] {} (imports {})", f.summary, f.imports.join(", "));

@@ -4,6 +4,7 @@
 //! `plan` decides what to do about it, in dependency order. Nothing here prints or touches disk.
 
 pub mod backends;
+pub mod jit;
 pub mod plan;
 pub mod solve;
 pub mod spec;

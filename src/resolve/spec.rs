@@ -195,13 +195,15 @@ impl BuildSpec {
     }
 }
 
-/// `{python} -m pip wheel --no-deps --no-build-isolation --no-input -w {wheel_dir} {src}`.
+/// `{python} -m pip wheel -v --no-deps --no-build-isolation --no-input -w {wheel_dir} {src}`:
+/// `-v` keeps the build backend's output (the compiler command lines) in the step log.
 fn default_wheel(python: &str) -> Vec<Arg> {
     let mut argv: Vec<Arg> = [
         python,
         "-m",
         "pip",
         "wheel",
+        "-v",
         "--no-deps",
         "--no-build-isolation",
         "--no-input",
@@ -308,6 +310,7 @@ mod tests {
                 "-m",
                 "pip",
                 "wheel",
+                "-v",
                 "--no-deps",
                 "--no-build-isolation",
                 "--no-input",
@@ -320,7 +323,7 @@ mod tests {
         assert_eq!(json["env"]["MAX_JOBS"], "6");
         assert_eq!(json["jobs"], 6);
         assert_eq!(json["prepare"][0][2], "-j6");
-        assert_eq!(json["wheel_command"][8], "<wheel dir>");
+        assert_eq!(json["wheel_command"][9], "<wheel dir>");
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct Evidence<'a> {
     pub smoke: &'a BTreeMap<String, SmokeResult>,
     /// The target archs a GPU here has; empty when no smoke test could run.
     pub smoke_archs: &'a [Arch],
+    /// JIT proofs, by component (see [`super::jit`]).
+    pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
 }
 
 /// Whether `r`'s distribution is installed and every import its recipe names ran.
@@ -368,6 +370,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         }
     }
     let arch = arch_check(ev.binaries.get(&normalize(&dist_name)), ev);
+    let jit = super::jit::verdict(r, ev);
     let stale: Vec<String> = match &dist.kiln {
         None => Vec::new(),
         Some(rec) => rec
@@ -395,6 +398,9 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     } else if let Some(SmokeResult { ok: false, error, .. }) = ev.smoke.get(&r.name) {
         a.status = Status::Broken;
         a.evidence = format!("smoke test failed: {}", error.as_deref().unwrap_or("?"));
+    } else if let Some((status, why)) = jit.as_ref().filter(|(s, _)| *s != Status::Ok) {
+        a.status = *status;
+        a.evidence = why.clone();
     } else if !stale.is_empty() {
         a.status = Status::Stale;
         a.evidence = stale.join("; ");
@@ -417,6 +423,9 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         };
         if let Some((true, found)) = &arch {
             a.evidence = format!("{}; {found}", a.evidence);
+        }
+        if let Some((_, proof)) = &jit {
+            a.evidence = format!("{}; {proof}", a.evidence);
         }
         if let Some(smoke) = &r.smoke {
             let on: Vec<String> = ev.smoke_archs.iter().map(|x| x.to_string()).collect();

@@ -8,6 +8,7 @@
 //! results are shown, and it never prints.
 
 mod evidence;
+mod jit;
 pub mod locked;
 mod plan;
 mod run;
@@ -67,6 +68,8 @@ pub struct Session {
     pub smoke: BTreeMap<String, SmokeResult>,
     /// The target archs a GPU here has (smoke tests run only for these).
     pub smoke_archs: Vec<Arch>,
+    /// JIT proofs of the components in scope that compile kernels at run time.
+    pub jit: BTreeMap<String, crate::probe::jit::JitOutcome>,
     pub assessments: Vec<Assessment>,
     /// Whether the Python facts came from the probe cache.
     pub probe_cache: CacheUse,
@@ -86,6 +89,7 @@ impl Session {
         };
         let scope = set.closure(&wanted);
         let found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
+        let jit = jit::prove(settings, &set, &python, &machine, &archs, &scope, &found.probed.facts);
         let mut s = Session {
             set,
             python,
@@ -103,6 +107,7 @@ impl Session {
             binaries: found.probed.binaries,
             smoke: found.probed.smoke,
             smoke_archs: found.smoke_archs,
+            jit,
             assessments: Vec::new(),
             probe_cache: found.cache_use,
         };
@@ -131,6 +136,7 @@ impl Session {
             archs: &self.archs,
             smoke: &self.smoke,
             smoke_archs: &self.smoke_archs,
+            jit: &self.jit,
         };
         resolve::status::assess(&evidence, scope)
     }

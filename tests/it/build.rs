@@ -165,7 +165,7 @@ fn failed_build_leaves_the_previous_version_importable() {
     let err = text(&out.stderr);
     assert!(err.contains("error: fixture-cext failed during wheel"), "{err}");
     assert!(
-        err.contains("  command: ") && err.contains(" -m pip wheel --no-deps"),
+        err.contains("  command: ") && err.contains(" -m pip wheel -v --no-deps"),
         "{err}"
     );
     assert!(err.contains("  status:  exit status 1"), "{err}");
@@ -180,6 +180,17 @@ fn failed_build_leaves_the_previous_version_importable() {
     let log_line = err.lines().find(|l| l.trim_start().starts_with("log:")).unwrap();
     let log = std::fs::read_to_string(log_line.trim_start().trim_start_matches("log:").trim()).unwrap();
     assert!(log.contains("this is not C"), "the log holds the compiler's output");
+    assert!(
+        log.lines().any(|l| l.contains("gcc") && l.contains("_speedups.c")),
+        "pip wheel -v keeps the compiler command line in the log"
+    );
+    // The compiler's error is named, not only pip's last lines.
+    let cause = err
+        .lines()
+        .skip_while(|l| !l.contains("cause (from the log):"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no cause lines: {err}"));
+    assert!(cause.contains("_speedups.c") && cause.contains("error"), "{err}");
     // The failed build's tree stays, for whoever debugs it.
     let kept = std::fs::read_dir(w.cache.join("work"))
         .unwrap()
@@ -573,4 +584,41 @@ imports = ["kiln_fixture_pure"]
         assert_eq!(argv, shown_argv[2..], "{name}: {command}");
         assert_eq!(shown_argv[1], "<source dir>/dump_env.py");
     }
+}
+
+/// `[install] deps = true`: the built wheel's runtime dependencies (here `six`, from PyPI) are
+/// installed with it, while what is already there is not reinstalled: a dependency that is
+/// already installed keeps its files (its mtime), and a second install builds nothing.
+#[test]
+fn runtime_dependencies_are_installed_and_nothing_present_is_reinstalled() {
+    let w = World::new();
+    w.edit(
+        "packages/kiln-fixture-pure/pyproject.toml",
+        "description = \"kiln test fixture: a pure Python package\"",
+        "description = \"kiln test fixture: a pure Python package\"\ndependencies = [\"six\", \"wheel\"]",
+    );
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "[verify]",
+        "[install]\ndeps = true\n\n[verify]",
+    );
+    let wheel_before = w
+        .py("import wheel, os; print(os.stat(wheel.__file__).st_mtime_ns)")
+        .unwrap();
+    assert!(w.py("import six").is_err(), "six is not there before");
+
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(w.py("import six, kiln_fixture_pure; print('ok')").unwrap(), "ok");
+    let wheel_after = w
+        .py("import wheel, os; print(os.stat(wheel.__file__).st_mtime_ns)")
+        .unwrap();
+    assert_eq!(
+        wheel_before, wheel_after,
+        "a dependency already installed is left as it was"
+    );
+
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("built nothing"), "{}", text(&out.stdout));
 }

@@ -432,3 +432,49 @@ fn malformed_input_is_an_error_with_the_offset_never_a_panic() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("cannot open"));
 }
+
+/// A bare cubin (`nvcc -cubin`, as `ptxas` and the CuTe DSL write them) is one SASS image. Its
+/// `e_flags` do not tell `sm_120` from `sm_120a` or `sm_120f`; kiln takes the variant from the
+/// `-arch` option in the toolkit note. cuobjdump names the image `<file>.<arch>.cubin` and drops
+/// the `f` (`--list-elf` prints `sm_120` for an `sm_120f` cubin), so that one case is compared by hand.
+#[test]
+fn a_bare_cubin_is_read_with_its_variant_and_agrees_with_cuobjdump() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for (arch, cuobjdump_says) in [
+        ("sm_90a", "sm_90a"),
+        ("sm_120", "sm_120"),
+        ("sm_120a", "sm_120a"),
+        ("sm_120f", "sm_120"),
+    ] {
+        let out = format!("k.{arch}.cubin");
+        nvcc(d, &["-cubin", "$SRC/axpy.cu", "-o", &out, &format!("-arch={arch}")]);
+        let file = d.join(&out);
+        assert_eq!(kiln(&file), vec![arch.to_string()], "{out}");
+        let listing = StdCommand::new(cuda().join("bin/cuobjdump"))
+            .arg("--list-elf")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let listing = text(&listing.stdout);
+        let named = listing
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("ELF file    1: "))
+            .unwrap_or_else(|| panic!("cuobjdump {out}: {listing}"));
+        assert_eq!(named, format!("k.{arch}.{cuobjdump_says}.cubin"), "{out}");
+    }
+    // Run rules apply as for any image: an sm_120a cubin loads on 12.0, not on 9.0.
+    let file = d.join("k.sm_120a.cubin");
+    let out = crate::common::kiln_bare()
+        .args(["arch", "--arch", "12.0"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = crate::common::kiln_bare()
+        .args(["arch", "--arch", "9.0"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+}

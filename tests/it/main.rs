@@ -2,7 +2,9 @@
 
 mod build;
 mod common;
+mod download;
 mod fatbin;
+mod jit;
 mod layers;
 mod lock;
 mod recipes;

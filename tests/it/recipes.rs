@@ -247,3 +247,19 @@ fn every_kind_of_problem_is_reported_where_it_is() {
     assert_eq!(out.status.code(), Some(1));
     insta::assert_snapshot!("every_kind_of_problem", text(&out.stderr));
 }
+
+/// `kiln recipes | head -0`: a reader that goes away early ends kiln quietly, never in a panic.
+#[test]
+fn a_closed_pipe_ends_kiln_quietly() {
+    let bin = assert_cmd::cargo::cargo_bin("kiln");
+    let mut child = std::process::Command::new(bin)
+        .arg("recipes")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -3,6 +3,8 @@
 //! the wheel's own dependencies are installed. It deliberately renders nothing: values such as
 //! `{jobs}` are only known when a build is planned.
 
+use std::collections::BTreeMap;
+
 use super::cx::{At, Ctx, requirement};
 use super::doc::{Item, Table};
 use crate::recipe::model::Build;
@@ -35,20 +37,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
         }
     }
     if let Some(env) = cx.table(b, "env", "build") {
-        for e in env.entries() {
-            match e.item.as_str() {
-                Some(v) => {
-                    let at = At {
-                        value: v,
-                        span: e.item.span(),
-                    };
-                    if let Some(t) = cx.template(&at) {
-                        build.env.insert(e.key.to_string(), t);
-                    }
-                }
-                None => cx.wrong_type(e.item, "a string", e.key, "build.env"),
-            }
-        }
+        build.env = templates(cx, env, "build.env");
     }
     if let Some(item) = b.get("prepare") {
         match item.as_array() {
@@ -140,4 +129,24 @@ fn parse_bytes(s: &str) -> Option<u64> {
         _ => return None,
     };
     Some((num * mult) as u64)
+}
+
+/// A table of `NAME = "template"` strings (`[build] env`, `[verify] jit_env`).
+pub(super) fn templates(cx: &mut Ctx, t: Table<'_>, section: &str) -> BTreeMap<String, Template> {
+    let mut out = BTreeMap::new();
+    for e in t.entries() {
+        match e.item.as_str() {
+            Some(v) => {
+                let at = At {
+                    value: v,
+                    span: e.item.span(),
+                };
+                if let Some(t) = cx.template(&at) {
+                    out.insert(e.key.to_string(), t);
+                }
+            }
+            None => cx.wrong_type(e.item, "a string", e.key, section),
+        }
+    }
+    out
 }

@@ -108,6 +108,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         install_deps,
         imports: verify.imports,
         smoke: verify.smoke,
+        jit: verify.jit,
         features,
         versions: v.versions,
         backends,

@@ -1,27 +1,30 @@
 //! `[verify]` and `[features.*]`: the imports and smoke script that prove a component works, and
-//! the optional parts of a component with their own dependencies and imports. It deliberately
-//! does not read the smoke script: the recipe set does, with the other files.
+//! the optional parts of a component with their own dependencies and imports, and the JIT proof
+//! script with its environment. It deliberately does not read the scripts: the recipe set does,
+//! with the other files.
 
 use std::collections::BTreeMap;
 
 use super::cx::Ctx;
 use super::depends;
 use super::doc::Table;
-use crate::recipe::model::{Feature, Smoke};
+use crate::recipe::model::{Feature, Jit, Smoke};
 
-const KEYS: &[&str] = &["imports", "smoke"];
+const KEYS: &[&str] = &["imports", "smoke", "jit", "jit_env"];
 const FEATURE: &[&str] = &["summary", "depends", "imports"];
 
 /// What `[verify]` says: the imports, and the smoke script's name.
 pub(super) struct Verify {
     pub imports: Vec<String>,
     pub smoke: Option<Smoke>,
+    pub jit: Option<Jit>,
 }
 
 pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Verify {
     let mut out = Verify {
         imports: Vec::new(),
         smoke: None,
+        jit: None,
     };
     if let Some(v) = cx.table(root, "verify", "") {
         cx.check_keys(v, "verify", KEYS);
@@ -32,6 +35,27 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Verify {
             text: String::new(),
             span: s.span,
         });
+        let env = match cx.table(v, "jit_env", "verify") {
+            Some(t) => super::build::templates(cx, t, "verify.jit_env"),
+            None => Default::default(),
+        };
+        out.jit = match cx.string(v, "jit", "verify") {
+            Some(s) => Some(Jit {
+                path: s.value.to_string(),
+                text: String::new(),
+                span: s.span,
+                env,
+            }),
+            None if !env.is_empty() => {
+                cx.error(
+                    v.get("jit_env").and_then(|i| i.span()),
+                    "`jit_env` without `jit`".into(),
+                    Some("name the JIT proof script with `jit = \"jit/NAME.py\"`, or drop `jit_env`".into()),
+                );
+                None
+            }
+            None => None,
+        };
     }
     out
 }

@@ -163,7 +163,8 @@ fn by_name(
     named.into_iter().map(|(name, _, r)| (name, r)).collect()
 }
 
-/// Smoke scripts are read now, so that a missing one is a load error, not a surprise later.
+/// Smoke and JIT proof scripts are read now, so that a missing one is a load error, not a
+/// surprise later.
 fn read_smoke_scripts(
     recipes: &mut BTreeMap<String, Recipe>,
     sources: &FxHashMap<&str, &str>,
@@ -171,23 +172,34 @@ fn read_smoke_scripts(
     diags: &mut Vec<Diagnostic>,
 ) {
     for r in recipes.values_mut() {
-        let Some(smoke) = r.smoke.as_mut() else { continue };
-        let text = match &r.dir {
-            Some(dir) => std::fs::read_to_string(dir.join(&smoke.path)).ok(),
-            None if origin == "embedded" => EMBEDDED
-                .get_file(&smoke.path)
-                .map(|f| String::from_utf8_lossy(f.contents()).into_owned()),
-            None => None,
-        };
-        match text {
-            Some(t) => smoke.text = t,
-            None => diags.push(Diagnostic::new(
-                &r.file,
-                sources[r.file.as_str()],
-                smoke.span.clone(),
-                format!("smoke script `{}` cannot be read", smoke.path),
-                Some("name a Python file relative to the recipe file".into()),
-            )),
+        let dir = r.dir.clone();
+        let file = r.file.clone();
+        let scripts = [
+            r.smoke
+                .as_mut()
+                .map(|s| ("smoke", &s.path, &mut s.text, s.span.clone())),
+            r.jit
+                .as_mut()
+                .map(|j| ("JIT proof", &j.path, &mut j.text, j.span.clone())),
+        ];
+        for (what, path, text, span) in scripts.into_iter().flatten() {
+            let read = match &dir {
+                Some(dir) => std::fs::read_to_string(dir.join(path.as_str())).ok(),
+                None if origin == "embedded" => EMBEDDED
+                    .get_file(path.as_str())
+                    .map(|f| String::from_utf8_lossy(f.contents()).into_owned()),
+                None => None,
+            };
+            match read {
+                Some(t) => *text = t,
+                None => diags.push(Diagnostic::new(
+                    &file,
+                    sources[file.as_str()],
+                    span,
+                    format!("{what} script `{path}` cannot be read"),
+                    Some("name a Python file relative to the recipe file".into()),
+                )),
+            }
         }
     }
 }

@@ -1,0 +1,76 @@
+//! The JIT verdict of a component whose kernels are compiled at run time: `ok` for the target
+//! archs only when its JIT proof compiled real kernels whose images run there (by the run
+//! rules); `blocked` when the proof could not run here (no toolkit), `broken` when it failed,
+//! `wrong-arch` when it compiled for something else. It deliberately ignores how the proof ran
+//! (`probe::jit`, `session`) and never touches the disk.
+
+use crate::probe::binaries::runs_on;
+use crate::probe::jit::JitOutcome;
+use crate::recipe::Recipe;
+
+use super::status::{Evidence, Status};
+
+/// `None` when there is nothing to say: no `[verify] jit`, no target arch, or no proof ran
+/// (the component is missing or does not import, which other checks report).
+pub fn verdict(r: &Recipe, ev: &Evidence) -> Option<(Status, String)> {
+    let jit = r.jit.as_ref()?;
+    if ev.archs.is_empty() {
+        return None;
+    }
+    let proof = match ev.jit.get(&r.name)? {
+        JitOutcome::Blocked { reason } => {
+            return Some((
+                Status::Blocked,
+                format!("its kernels are compiled at run time and kiln proves that by compiling one: {reason}"),
+            ));
+        }
+        JitOutcome::Ran(p) if !p.ok => {
+            return Some((
+                Status::Broken,
+                format!("JIT proof {} failed: {}", jit.path, p.error.as_deref().unwrap_or("?")),
+            ));
+        }
+        JitOutcome::Ran(p) => p,
+    };
+    let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
+    let mut proven = Vec::new();
+    for &arch in ev.archs {
+        for k in &proof.kernels {
+            let usable: Vec<_> = k.files.iter().filter(|f| runs_on(f, arch, driver).usable).collect();
+            if usable.is_empty() {
+                let held: Vec<String> = k
+                    .files
+                    .iter()
+                    .flat_map(|f| f.sass.iter().chain(&f.ptx).cloned())
+                    .collect();
+                return Some((
+                    Status::WrongArch,
+                    format!(
+                        "JIT proof {} compiled {} but it holds {}: no image for {arch}",
+                        jit.path,
+                        k.kernel,
+                        if held.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            held.join(" ")
+                        }
+                    ),
+                ));
+            }
+            let images: Vec<String> = usable
+                .iter()
+                .flat_map(|f| f.sass.iter().chain(&f.ptx).cloned())
+                .collect();
+            proven.push(format!(
+                "{} for {arch} → {} ({:.1} s)",
+                k.kernel,
+                images.join(" "),
+                k.seconds
+            ));
+        }
+    }
+    Some((
+        Status::Ok,
+        format!("JIT proof {} compiled {}", jit.path, proven.join(", ")),
+    ))
+}

@@ -1,0 +1,169 @@
+//! JIT proofs for the components in scope whose recipe has `[verify] jit`: the script's
+//! environment rendered for the target archs, the toolkit and the interpreter, and each proof
+//! cached under `<cache>/jit/` by what decides its result (component and installed version,
+//! script, rendered environment, toolkit, host compiler, target archs), so a second `doctor` or
+//! `install` compiles nothing. Only passing proofs are cached.
+//!
+//! It deliberately ignores what the compiled images mean for an arch (`resolve::status` judges
+//! them with the run rules) and components that do not import: a proof cannot say more then.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::arch::Arch;
+use crate::probe::jit::{self, JitOutcome};
+use crate::probe::python::PythonFacts;
+use crate::probe::smoke::Script;
+use crate::probe::{MachineFacts, normalize};
+use crate::recipe::template::{Part, Var, Vars};
+use crate::recipe::{Recipe, RecipeSet};
+use crate::resolve;
+use crate::settings::Settings;
+
+/// A JIT compile of a few kernels is minutes on a loaded 2-core machine; an hour is a hang.
+const LIMIT: Duration = Duration::from_secs(3600);
+
+/// Proves (or takes from the cache) the JIT of every component in `scope` that has one.
+pub(super) fn prove(
+    settings: &Settings,
+    set: &RecipeSet,
+    python: &Path,
+    machine: &MachineFacts,
+    archs: &[Arch],
+    scope: &[(String, Vec<String>)],
+    facts: &PythonFacts,
+) -> BTreeMap<String, JitOutcome> {
+    let mut out = BTreeMap::new();
+    if archs.is_empty() {
+        return out;
+    }
+    for r in scope.iter().filter_map(|(n, _)| set.get(n)) {
+        if r.jit.is_none() || !resolve::status::installed_and_imports(r, facts) {
+            continue;
+        }
+        out.insert(r.name.clone(), prove_one(settings, r, python, machine, archs, facts));
+    }
+    out
+}
+
+fn prove_one(
+    settings: &Settings,
+    r: &Recipe,
+    python: &Path,
+    machine: &MachineFacts,
+    archs: &[Arch],
+    facts: &PythonFacts,
+) -> JitOutcome {
+    let Some(jit) = &r.jit else {
+        return JitOutcome::Blocked {
+            reason: "no JIT proof".into(),
+        };
+    };
+    let toolkit = machine.cuda_toolkit.as_ref();
+    let home = toolkit.and_then(|t| t.home.as_ref()).map(|h| h.display().to_string());
+    let needs_toolkit = jit.env.values().any(|t| {
+        t.parts()
+            .iter()
+            .any(|p| matches!(p, Part::Var(Var::CudaHome | Var::Arch(_))))
+    });
+    if needs_toolkit && home.is_none() {
+        return JitOutcome::Blocked {
+            reason: format!(
+                "{} compiles its kernels at run time with the CUDA toolkit (nvcc), and none was found ({}); \
+                 install one and point CUDA_HOME at it",
+                r.name,
+                machine.cuda_searched.join("; ")
+            ),
+        };
+    }
+    let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
+    let version = facts
+        .dists
+        .get(&normalize(&dist))
+        .map(|d| d.version.clone())
+        .unwrap_or_default();
+    let vars = Vars {
+        python: python.display().to_string(),
+        jobs: resolve::plan::jobs_for(r.build.memory_per_job, machine, settings.jobs),
+        version: version.clone(),
+        cuda_home: home.clone(),
+        cuda_version: toolkit.map(|t| t.version.clone()),
+        archs: archs.to_vec(),
+        ..Vars::default()
+    };
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (k, t) in &jit.env {
+        match t.render(&vars) {
+            Ok(v) => env.push((k.clone(), v)),
+            Err(e) => {
+                return JitOutcome::Blocked {
+                    reason: format!("{k} = \"{t}\": {e}"),
+                };
+            }
+        }
+    }
+    let list: Vec<String> = archs.iter().map(Arch::to_string).collect();
+    env.push(("KILN_TARGET_ARCHS".into(), list.join(" ")));
+    if let Some(h) = &home {
+        env.push(("CUDA_HOME".into(), h.clone()));
+        let path = std::env::var("PATH").unwrap_or_default();
+        env.push(("PATH".into(), format!("{}:{path}", Path::new(h).join("bin").display())));
+    }
+    let key = key(r, &version, &jit.text, &env, machine, python);
+    let dir = settings.cache_dir.join("jit");
+    let record = dir.join(format!("{key}.json"));
+    if !settings.refresh
+        && let Some(cached) = std::fs::read(&record)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    {
+        return cached;
+    }
+    let script = Script {
+        component: &r.name,
+        path: &jit.path,
+        text: &jit.text,
+    };
+    let proof = jit::run(python, &script, &env, &dir.join(&key), LIMIT);
+    let outcome = JitOutcome::Ran(proof);
+    if let JitOutcome::Ran(p) = &outcome
+        && p.ok
+        && let Ok(bytes) = serde_json::to_vec_pretty(&outcome)
+    {
+        let _ = std::fs::create_dir_all(&dir);
+        let tmp = record.with_extension("json.tmp");
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, &record);
+        }
+    }
+    outcome
+}
+
+/// What decides a proof's result, hashed.
+fn key(r: &Recipe, version: &str, script: &str, env: &[(String, String)], m: &MachineFacts, python: &Path) -> String {
+    let mut h = Sha256::new();
+    let toolkit = m
+        .cuda_toolkit
+        .as_ref()
+        .map(|t| format!("{} {:?}", t.version, t.home))
+        .unwrap_or_default();
+    let compiler = m.host_compiler.as_ref().map(|c| c.value.clone()).unwrap_or_default();
+    for part in [
+        r.name.as_str(),
+        version,
+        script,
+        &toolkit,
+        &compiler,
+        &python.display().to_string(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    for (k, v) in env.iter().filter(|(k, _)| k != "PATH") {
+        h.update(format!("{k}={v}\0").as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}

@@ -1,0 +1,127 @@
+//! JIT proofs with a real compiler: a component whose recipe has `[verify] jit` is `ok` for an
+//! arch only once its script has compiled a kernel (here with NVIDIA's nvcc from PyPI, no GPU)
+//! and kiln has read the image back; the proof is cached; with no toolkit it is `blocked`,
+//! naming the toolkit.
+
+use crate::common::{World, cuda, stdout_json, text};
+
+const RECIPE: &str = r#"[package]
+name = "fixture-jit"
+dist = "kiln-fixture-pure"
+version = "1.0.0"
+summary = "test fixture: a package whose kernels are compiled at run time"
+
+[source]
+path = "../packages/kiln-fixture-pure"
+
+[verify]
+imports = ["kiln_fixture_pure"]
+jit = "jit/nvcc.py"
+jit_env = { NVCC = "{cuda_home}/bin/nvcc", JOBS = "{jobs}" }
+"#;
+
+/// Compiles the fixture kernel for each target arch, as a run-time compiler would, and counts
+/// its runs in `$KILN_TEST_JIT_RUNS`.
+const SCRIPT: &str = r#"import json, os, subprocess, time
+work = os.environ["KILN_JIT_DIR"]
+with open(os.environ["KILN_TEST_JIT_RUNS"], "a") as f:
+    f.write("run\n")
+for arch in os.environ["KILN_TARGET_ARCHS"].split():
+    sm = "sm_" + arch.replace(".", "")
+    out = os.path.join(work, f"axpy.{sm}.cubin")
+    start = time.time()
+    subprocess.run([os.environ["NVCC"], "-cubin", "-arch=" + sm, "-o", out, os.environ["KILN_TEST_SRC"]], check=True)
+    print(json.dumps({"kernel": f"axpy ({sm})", "files": [out], "seconds": round(time.time() - start, 2)}))
+"#;
+
+fn component<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {doc}"))
+}
+
+#[test]
+fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_back() {
+    let w = World::new();
+    w.write("recipes/fixture-jit.toml", RECIPE);
+    w.write("recipes/jit/nvcc.py", SCRIPT);
+    let runs = w.dir.path().join("jit-runs");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda/axpy.cu");
+    let cuda_home = cuda();
+    let kiln = |args: &[&str]| {
+        let mut k = w.kiln();
+        k.env("KILN_TEST_JIT_RUNS", &runs).env("KILN_TEST_SRC", &src).args(args);
+        k
+    };
+
+    let out = kiln(&["install", "fixture-jit", "--arch", "12.0"])
+        .env("CUDA_HOME", cuda_home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // Proven for 12.0: the kernel compiled and the image read back is sm_120.
+    let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0"])
+        .env("CUDA_HOME", cuda_home)
+        .output()
+        .unwrap();
+    let doc = stdout_json(&out);
+    let c = component(&doc, "fixture-jit");
+    assert_eq!(c["status"], "ok", "{c}");
+    let evidence = c["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("JIT proof jit/nvcc.py compiled axpy (sm_120) for 12.0 → sm_120"),
+        "{evidence}"
+    );
+    let proof = &doc["jit"]["fixture-jit"];
+    assert_eq!(proof["outcome"], "ran", "{proof}");
+    assert_eq!(proof["kernels"][0]["files"][0]["sass"][0], "sm_120", "{proof}");
+    let compiled = std::fs::read_to_string(&runs).unwrap().lines().count();
+
+    // Asked again: the proof comes from the cache; nothing compiles.
+    let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0", "--refresh"])
+        .env("CUDA_HOME", cuda_home)
+        .output()
+        .unwrap();
+    assert_eq!(component(&stdout_json(&out), "fixture-jit")["status"], "ok");
+    let after = std::fs::read_to_string(&runs).unwrap().lines().count();
+    assert_eq!(after, compiled + 1, "--refresh proves again");
+    let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0"])
+        .env("CUDA_HOME", cuda_home)
+        .output()
+        .unwrap();
+    assert_eq!(component(&stdout_json(&out), "fixture-jit")["status"], "ok");
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap().lines().count(),
+        after,
+        "a cached proof compiles nothing"
+    );
+
+    // Another arch is another proof.
+    let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "9.0"])
+        .env("CUDA_HOME", cuda_home)
+        .output()
+        .unwrap();
+    let doc = stdout_json(&out);
+    assert_eq!(component(&doc, "fixture-jit")["status"], "ok");
+    assert_eq!(doc["jit"]["fixture-jit"]["kernels"][0]["files"][0]["sass"][0], "sm_90");
+
+    // No toolkit: the import still works, but nothing proves the JIT can compile: blocked,
+    // naming the toolkit.
+    let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0"])
+        .output()
+        .unwrap();
+    let doc = stdout_json(&out);
+    let c = component(&doc, "fixture-jit");
+    assert_eq!(c["status"], "blocked", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("compiles its kernels at run time with the CUDA toolkit (nvcc)"),
+        "{c}"
+    );
+}
