@@ -19,10 +19,7 @@ pub fn verdict(r: &Recipe, ev: &Evidence) -> Option<(Status, String)> {
     }
     let proof = match ev.jit.get(&r.name)? {
         JitOutcome::Blocked { reason } => {
-            return Some((
-                Status::Blocked,
-                format!("its kernels are compiled at run time and kiln proves that by compiling one: {reason}"),
-            ));
+            return Some((Status::Blocked, format!("JIT not proven: {reason}")));
         }
         JitOutcome::Ran(p) if !p.ok => {
             return Some((
@@ -33,44 +30,43 @@ pub fn verdict(r: &Recipe, ev: &Evidence) -> Option<(Status, String)> {
         JitOutcome::Ran(p) => p,
     };
     let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
+    // Each target arch needs a kernel with an image that loads there (a script may compile one
+    // binary for all archs, or one per arch); the evidence names the image that would load.
     let mut proven = Vec::new();
     for &arch in ev.archs {
+        let mut here = Vec::new();
         for k in &proof.kernels {
-            let usable: Vec<_> = k.files.iter().filter(|f| runs_on(f, arch, driver).usable).collect();
-            if usable.is_empty() {
-                let held: Vec<String> = k
-                    .files
-                    .iter()
-                    .flat_map(|f| f.sass.iter().chain(&f.ptx).cloned())
-                    .collect();
-                return Some((
-                    Status::WrongArch,
-                    format!(
-                        "JIT proof {} compiled {} but it holds {}: no image for {arch}",
-                        jit.path,
-                        k.kernel,
-                        if held.is_empty() {
-                            "nothing".to_string()
-                        } else {
-                            held.join(" ")
-                        }
-                    ),
-                ));
-            }
-            let images: Vec<String> = usable
+            let loads: Vec<String> = k
+                .files
                 .iter()
-                .flat_map(|f| f.sass.iter().chain(&f.ptx).cloned())
+                .map(|f| runs_on(f, arch, driver))
+                .filter(|v| v.usable)
+                .flat_map(|v| v.images)
                 .collect();
-            proven.push(format!(
-                "{} for {arch} → {} ({:.1} s)",
-                k.kernel,
-                images.join(" "),
-                k.seconds
+            if !loads.is_empty() {
+                here.push(format!("{} → {} ({:.1} s)", k.kernel, loads.join(" "), k.seconds));
+            }
+        }
+        if here.is_empty() {
+            let held: Vec<String> = proof
+                .kernels
+                .iter()
+                .flat_map(|k| k.files.iter().flat_map(|f| f.sass.iter().chain(&f.ptx).cloned()))
+                .collect();
+            let held = if held.is_empty() {
+                "nothing".to_string()
+            } else {
+                held.join(" ")
+            };
+            return Some((
+                Status::WrongArch,
+                format!("JIT proof {} compiled {held}: no image for {arch}", jit.path),
             ));
         }
+        proven.push(format!("for {arch}: {}", here.join(", ")));
     }
     Some((
         Status::Ok,
-        format!("JIT proof {} compiled {}", jit.path, proven.join(", ")),
+        format!("JIT proof {} compiled {}", jit.path, proven.join("; ")),
     ))
 }

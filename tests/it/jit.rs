@@ -73,7 +73,7 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
     assert_eq!(c["status"], "ok", "{c}");
     let evidence = c["evidence"].as_str().unwrap();
     assert!(
-        evidence.contains("JIT proof jit/nvcc.py compiled axpy (sm_120) for 12.0 → sm_120"),
+        evidence.contains("JIT proof jit/nvcc.py compiled for 12.0: axpy (sm_120) → sm_120"),
         "{evidence}"
     );
     let proof = &doc["jit"]["fixture-jit"];
