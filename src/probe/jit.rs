@@ -173,36 +173,31 @@ mod tests {
         }
     }
 
-    fn python() -> std::path::PathBuf {
-        which::which("python3").unwrap()
+    /// Runs `text` as a proof script with python3 in a scratch directory.
+    fn prove(text: &str) -> JitProof {
+        let dir = tempfile::tempdir().unwrap();
+        let python = which::which("python3").unwrap();
+        run(
+            &python,
+            &script(text),
+            &[("A".into(), "1".into())],
+            &dir.path().join("s"),
+            Duration::from_secs(30),
+        )
     }
 
     #[test]
     fn a_kernel_whose_file_holds_no_image_is_no_proof() {
-        let dir = tempfile::tempdir().unwrap();
         let text = "import json, os\np = os.path.join(os.environ['KILN_JIT_DIR'], 'k.so')\nopen(p, 'wb').write(b'not a binary')\nprint(json.dumps({'kernel': 'k', 'files': [p]}))\n";
-        let p = run(
-            &python(),
-            &script(text),
-            &[],
-            &dir.path().join("s"),
-            Duration::from_secs(30),
-        );
+        let p = prove(text);
         assert!(!p.ok);
         assert!(p.error.as_deref().unwrap_or("").contains("k: "), "{p:?}");
     }
 
     #[test]
     fn a_failing_script_says_the_error_line_not_only_the_last_lines() {
-        let dir = tempfile::tempdir().unwrap();
         let text = "import sys\nprint('RuntimeError: Could not find nvcc', file=sys.stderr)\nprint('cleanup 1')\nprint('cleanup 2')\nprint('cleanup 3')\nsys.exit(3)\n";
-        let p = run(
-            &python(),
-            &script(text),
-            &[],
-            &dir.path().join("s"),
-            Duration::from_secs(30),
-        );
+        let p = prove(text);
         assert!(!p.ok);
         let e = p.error.unwrap();
         assert!(e.contains("Could not find nvcc") && e.contains("jit/demo.py"), "{e}");
@@ -210,14 +205,7 @@ mod tests {
 
     #[test]
     fn a_script_that_names_no_kernel_proves_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = run(
-            &python(),
-            &script("print('done')\n"),
-            &[("A".into(), "1".into())],
-            &dir.path().join("s"),
-            Duration::from_secs(30),
-        );
+        let p = prove("print('done')\n");
         assert!(!p.ok);
         assert!(p.error.unwrap().contains("compiled no kernel"));
     }
