@@ -18,6 +18,7 @@ pub const PARTS: &[(&str, &str)] = &[
     ("git", "git repository mirrors"),
     ("wheels", "verified wheels, by build key"),
     ("probe", "probe results, re-checked against the environment"),
+    ("jit", "JIT proofs and the kernels they compiled, by what decides them"),
     ("work", "build trees of failed steps"),
     ("logs", "step logs, events and timings, one directory per run"),
     ("smoke", "smoke-test scratch"),

@@ -99,10 +99,13 @@ pub enum Command {
     /// What is here and what works: machine facts and a status for each component, with evidence
     ///
     /// Statuses: ok (installed, accepted version, imports ran, kernel images for the target arch,
-    /// smoke test passed where a GPU of that arch is here), missing, outdated, broken (an import
+    /// smoke test passed where a GPU of that arch is here; for a component whose kernels are
+    /// compiled at run time, a kernel compiled through its own JIT for the arch and read back),
+    /// missing, outdated, broken (an import
     /// or the smoke test failed; its error is the evidence), wrong-arch (no kernel image for the
-    /// target in its binaries), stale (built against a torch or other ABI dependency that has
-    /// changed since), blocked (needs what kiln does not install), unsupported (cannot work on
+    /// target in its binaries or its JIT's output), stale (built against a torch or other ABI dependency that has
+    /// changed since), blocked (needs what kiln does not install, such as the CUDA toolkit a JIT
+    /// compiles with), unsupported (cannot work on
     /// this target). Exit status 1 when anything is not ok.
     Doctor(Targets),
     /// What `install` would do, step by step in dependency order, with the reason for each
@@ -117,7 +120,7 @@ pub enum Command {
     /// retried with half the jobs.
     Install(InstallArgs),
     /// Run the proofs again, ignoring the probe cache: imports, kernel images for the target arch,
-    /// build fingerprints and smoke tests, for every installed component (or those named and what
+    /// build fingerprints, smoke tests and JIT proofs, for every installed component (or those named and what
     /// they need). Exit status 1 when any proof fails.
     Verify(Targets),
     /// Write kiln.lock: the version, source, archs and ABI facts of every installed component
@@ -196,7 +199,7 @@ pub enum CacheAction {
         /// Also the sdists and git mirrors (later builds download again)
         #[arg(long)]
         sources: bool,
-        /// Everything, probe results included
+        /// Everything, probe results and JIT proofs included
         #[arg(long)]
         all: bool,
         /// Keep the sources and wheels this lockfile needs

@@ -44,7 +44,7 @@ pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
         parts.extend(["sources", "git"]);
     }
     if *all {
-        parts.push("probe");
+        parts.extend(["probe", "jit"]);
     }
     let mut freed = Vec::new();
     for part in parts {
