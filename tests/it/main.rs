@@ -4,6 +4,7 @@ mod build;
 mod common;
 mod download;
 mod fatbin;
+mod flashinfer;
 mod jit;
 mod layers;
 mod lock;
