@@ -9,16 +9,7 @@
 //! It downloads about 3 GB from PyPI the first time (torch and the CUDA libraries; pip's cache
 //! keeps them for later runs) and builds for a few minutes.
 
-use crate::common::{World, cuda, kiln_bare, stdout_json, text};
-
-fn component<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    doc["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} in {doc}"))
-}
+use crate::common::{World, component, cuda, kiln_bare, stdout_json, text};
 
 #[test]
 fn a_fresh_venv_gets_flashinfer_with_the_cute_dsl_and_a_jit_proven_for_sm120() {

@@ -3,7 +3,7 @@
 //! and kiln has read the image back; the proof is cached; with no toolkit it is `blocked`,
 //! naming the toolkit.
 
-use crate::common::{World, cuda, stdout_json, text};
+use crate::common::{World, component, cuda, stdout_json, text};
 
 const RECIPE: &str = r#"[package]
 name = "fixture-jit"
@@ -33,15 +33,6 @@ for arch in os.environ["KILN_TARGET_ARCHS"].split():
     subprocess.run([os.environ["NVCC"], "-cubin", "-arch=" + sm, "-o", out, os.environ["KILN_TEST_SRC"]], check=True)
     print(json.dumps({"kernel": f"axpy ({sm})", "files": [out], "seconds": round(time.time() - start, 2)}))
 "#;
-
-fn component<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    doc["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} in {doc}"))
-}
 
 #[test]
 fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_back() {
