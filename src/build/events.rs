@@ -106,6 +106,11 @@ impl Reporter for Tee<'_> {
         self.1.phase(step, phase, detail);
     }
 
+    fn transfer(&self, step: &Step, done: u64, total: Option<u64>) {
+        self.0.transfer(step, done, total);
+        self.1.transfer(step, done, total);
+    }
+
     fn step_finished(&self, step: &Step, outcome: &Outcome) {
         self.0.step_finished(step, outcome);
         self.1.step_finished(step, outcome);

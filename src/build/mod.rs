@@ -82,6 +82,8 @@ pub trait Reporter {
     fn step_started(&self, step: &Step);
     fn phase(&self, step: &Step, phase: Phase, detail: &str);
     fn step_finished(&self, step: &Step, outcome: &Outcome);
+    /// Bytes of a download so far, and the total when the server said it.
+    fn transfer(&self, _step: &Step, _done: u64, _total: Option<u64>) {}
 }
 
 /// What happened to one step.

@@ -104,6 +104,7 @@ pub fn fetch(
     cache: &Path,
     offline: bool,
     log: &Path,
+    progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<Fetched, SourceError> {
     std::fs::create_dir_all(work).map_err(io(format!("cannot create {}", work.display())))?;
     match source {
@@ -123,7 +124,7 @@ pub fn fetch(
             })
         }
         Source::Sdist { url, sha256 } => {
-            let archive = cached_download(url, sha256, cache, offline)?;
+            let archive = cached_download(url, sha256, cache, offline, progress)?;
             let unpack = work.join("src");
             archive::unpack(&archive, &unpack, archive::Links::InsideTree)?;
             // An sdist holds one top-level directory `<name>-<version>/`.
@@ -267,7 +268,13 @@ fn download_detail(e: &crate::download::DownloadError) -> String {
 }
 
 /// Returns the cached archive for `url`, downloading and checking it first if needed.
-fn cached_download(url: &str, sha256: &str, cache: &Path, offline: bool) -> Result<PathBuf, SourceError> {
+fn cached_download(
+    url: &str,
+    sha256: &str,
+    cache: &Path,
+    offline: bool,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<PathBuf, SourceError> {
     let file_name = url
         .rsplit('/')
         .next()
@@ -295,12 +302,12 @@ fn cached_download(url: &str, sha256: &str, cache: &Path, offline: bool) -> Resu
             std::fs::copy(&p, &partial).map_err(io(format!("cannot copy {}", p.display())))?;
         }
         None => {
-            crate::download::fetch(url, &partial, &crate::download::Policy::default(), &mut |_, _| {}).map_err(
-                |e| SourceError::Download {
+            crate::download::fetch(url, &partial, &crate::download::Policy::default(), progress).map_err(|e| {
+                SourceError::Download {
                     url: url.into(),
                     detail: download_detail(&e),
-                },
-            )?;
+                }
+            })?;
         }
     }
     let got = sha256_file(&partial)?;

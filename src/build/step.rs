@@ -79,6 +79,7 @@ pub(super) fn prepare(
         &cx.cache,
         cx.offline,
         &log_of(cx, step, Phase::Fetch),
+        &mut |done, total| reporter.transfer(step, done, total),
     )
     .map_err(|e| match e {
         source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),

@@ -67,6 +67,23 @@ impl Reporter for Progress {
         }
     }
 
+    /// The step's spinner says how much of its download has arrived (plain output does not: the
+    /// fetch phase line already says what is downloading).
+    fn transfer(&self, step: &Step, done: u64, total: Option<u64>) {
+        if self.quiet || !self.fancy {
+            return;
+        }
+        if let Ok(b) = self.bars.lock()
+            && let Some(bar) = b.get(&step.name)
+        {
+            let mb = |n: u64| n as f64 / 1e6;
+            bar.set_message(match total {
+                Some(t) if t > 0 => format!("fetch: {:.1} of {:.1} MB ({}%)", mb(done), mb(t), done * 100 / t),
+                _ => format!("fetch: {:.1} MB", mb(done)),
+            });
+        }
+    }
+
     fn step_finished(&self, step: &Step, outcome: &Outcome) {
         if let Ok(mut b) = self.bars.lock()
             && let Some(bar) = b.remove(&step.name)
