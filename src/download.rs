@@ -68,6 +68,10 @@ impl DownloadError {
                 "behind a TLS-inspecting proxy, point SSL_CERT_FILE at the proxy's CA bundle (PEM); \
                  or put the file into the source cache by hand (kiln checks its sha256)",
             ),
+            DownloadError::Status { status: 404 | 410, .. } => Some(
+                "the file is not at that address: check the URL in the recipe, or put the file into \
+                 the source cache by hand (kiln checks its sha256)",
+            ),
             DownloadError::Failed { .. } => {
                 Some("check the network or HTTPS_PROXY/NO_PROXY; a partial download is kept and resumed next time")
             }

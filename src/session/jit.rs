@@ -18,6 +18,7 @@ use crate::probe::jit::{self, JitOutcome};
 use crate::probe::python::PythonFacts;
 use crate::probe::smoke::Script;
 use crate::probe::{MachineFacts, normalize};
+use crate::recipe::model::Jit;
 use crate::recipe::template::{Part, Var, Vars};
 use crate::recipe::{Recipe, RecipeSet};
 use crate::resolve;
@@ -41,10 +42,14 @@ pub(super) fn prove(
         return out;
     }
     for r in scope.iter().filter_map(|(n, _)| set.get(n)) {
-        if r.jit.is_none() || !resolve::status::installed_and_imports(r, facts) {
+        let Some(jit) = &r.jit else { continue };
+        if !resolve::status::installed_and_imports(r, facts) {
             continue;
         }
-        out.insert(r.name.clone(), prove_one(settings, r, python, machine, archs, facts));
+        out.insert(
+            r.name.clone(),
+            prove_one(settings, r, jit, python, machine, archs, facts),
+        );
     }
     out
 }
@@ -52,16 +57,12 @@ pub(super) fn prove(
 fn prove_one(
     settings: &Settings,
     r: &Recipe,
+    jit: &Jit,
     python: &Path,
     machine: &MachineFacts,
     archs: &[Arch],
     facts: &PythonFacts,
 ) -> JitOutcome {
-    let Some(jit) = &r.jit else {
-        return JitOutcome::Blocked {
-            reason: "no JIT proof".into(),
-        };
-    };
     let toolkit = machine.cuda_toolkit.as_ref();
     let home = toolkit.and_then(|t| t.home.as_ref()).map(|h| h.display().to_string());
     let needs_toolkit = jit.env.values().any(|t| {
@@ -100,7 +101,7 @@ fn prove_one(
             Ok(v) => env.push((k.clone(), v)),
             Err(e) => {
                 return JitOutcome::Blocked {
-                    reason: format!("{k} = \"{t}\": {e}"),
+                    reason: format!("cannot set {k} = \"{t}\" for the JIT proof: {e}"),
                 };
             }
         }

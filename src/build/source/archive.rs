@@ -158,21 +158,17 @@ fn unpack_tar(reader: impl Read, tree: &mut Tree) -> Result<(), ArchiveError> {
             T::Directory => tree.dir(&name)?,
             T::Regular if slash => tree.dir(&name)?,
             T::Regular | T::Continuous | T::GNUSparse => tree.file(&name, &mut entry, mode, mtime)?,
-            T::Symlink => {
+            T::Symlink | T::Link => {
                 let target = entry
                     .link_name()
                     .map_err(|e| tree.read_error(e))?
                     .map(|t| t.into_owned())
                     .unwrap_or_default();
-                tree.symlink(&name, &target)?;
-            }
-            T::Link => {
-                let target = entry
-                    .link_name()
-                    .map_err(|e| tree.read_error(e))?
-                    .map(|t| t.into_owned())
-                    .unwrap_or_default();
-                tree.hard_link(&name, &target)?;
+                if ty == T::Symlink {
+                    tree.symlink(&name, &target)?;
+                } else {
+                    tree.hard_link(&name, &target)?;
+                }
             }
             // A pax global header (git archive writes one) describes the archive, not a member.
             T::XGlobalHeader => {}

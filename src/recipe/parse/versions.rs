@@ -15,19 +15,9 @@ use crate::recipe::model::{Kind, Source, VersionEntry};
 /// The most `[[versions]]` one recipe may list.
 pub const MAX_VERSIONS: usize = 63;
 
-const KEYS: &[&str] = &[
-    "version",
-    "depends",
-    "sdist",
-    "sha256",
-    "git",
-    "rev",
-    "subdir",
-    "submodules",
-    "path",
-    "wheel",
-    "index_url",
-];
+/// The keys of one `[[versions]]` entry: its own, then those of `[source]`.
+static KEYS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| [&["version", "depends"][..], source::KEYS].concat());
 
 /// The versions, and what they fill in of `[package]` and `[source]`.
 pub(super) struct Versions {
@@ -90,7 +80,7 @@ pub(super) fn read(
 }
 
 fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kind: Kind, out: &mut Versions) {
-    cx.check_keys(t, "versions", KEYS);
+    cx.check_keys(t, "versions", &KEYS);
     let v = cx.required(t, "version", "versions", header.clone());
     let parsed = v.as_ref().and_then(|v| match Version::from_str(v.value) {
         Ok(x) => Some(x),
