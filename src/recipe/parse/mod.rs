@@ -3,8 +3,8 @@
 //! The TOML is read once into a spanned tree ([`doc`]) and walked by hand, one module per table,
 //! so that an unknown key, a wrong type, a bad version specifier or an unknown template variable
 //! are all reported together, each at its own `file:line:col`. The tables are read in a fixed
-//! order, so the problems come out in the same order every time. Checks that need the other
-//! recipes (unknown dependencies, cycles) live in [`super::set`].
+//! order, so the problems come out in the same order every time. It deliberately ignores the other
+//! recipes: checks that need them (unknown dependencies, cycles) live in [`super::set`].
 
 mod backends;
 mod build;
