@@ -1,7 +1,8 @@
 //! kiln's cache directory as a whole: what each part holds and how big it is, and cleaning it.
 //!
 //! The parts: `sources/` (checked sdists, by sha256), `git/` (repository mirrors), `wheels/`
-//! (verified wheels by build key), `probe/` (probe results), and scratch that only helps
+//! (verified wheels by build key), `wheelhouse/` (third-party wheels that offline installs take:
+//! build requirements and runtime dependencies, filled by `kiln bundle`), `probe/` (probe results), and scratch that only helps
 //! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
 //! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
 //! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
@@ -17,6 +18,10 @@ pub const PARTS: &[(&str, &str)] = &[
     ("sources", "checked sdists, by sha256"),
     ("git", "git repository mirrors"),
     ("wheels", "verified wheels, by build key"),
+    (
+        "wheelhouse",
+        "third-party wheels for offline installs: build requirements, dependencies",
+    ),
     ("probe", "probe results, re-checked against the environment"),
     ("jit", "JIT proofs and the kernels they compiled, by what decides them"),
     ("work", "build trees of failed steps"),
@@ -24,6 +29,11 @@ pub const PARTS: &[(&str, &str)] = &[
     ("smoke", "smoke-test scratch"),
     ("bundles", "unpacked bundles"),
 ];
+
+/// The directory of third-party wheels that offline installs take (`--find-links`).
+pub fn wheelhouse(cache: &Path) -> PathBuf {
+    cache.join("wheelhouse")
+}
 
 /// The parts that only help debugging: `kiln cache clean` removes them by default.
 pub const SCRATCH: &[&str] = &["work", "logs", "smoke", "bundles"];

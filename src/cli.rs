@@ -129,10 +129,18 @@ pub enum Command {
     /// imports ran, its binaries hold an image for the target), else nothing is written and the
     /// reasons are printed. `kiln install --locked` reproduces the lock on another node.
     Lock(LockArgs),
-    /// Pack kiln.lock with the cached sources (sdists, git mirrors) and verified wheels it names,
-    /// for a node without network: `kiln install --bundle FILE` there
+    /// Pack kiln.lock with what a node without network needs to reproduce it: `kiln install
+    /// --bundle FILE` there
     ///
-    /// Local `path` sources and packages from an index are not bundled (the output says which).
+    /// The bundle holds the cached sources (sdists, git mirrors) and verified wheels the lock
+    /// names, and a wheelhouse: the build requirements of what kiln builds and the runtime
+    /// dependencies of what it installs, as wheels for the lock's Python and platform (fetched
+    /// with `pip download` by the interpreter the lock was written from). What the lock says the
+    /// target already has (`installed`, such as the machine's torch, and what it needs) and
+    /// local `path` sources are left out; the output says which.
+    ///
+    /// `--split 60MiB` writes parts (`FILE.01-of-06` ...) for transfers that cap a file's size;
+    /// `kiln install --bundle` takes any part's name, or `cat FILE.*-of-06 > FILE` joins them.
     Bundle(BundleArgs),
     /// What kiln's cache holds (sources, git mirrors, wheels, probe results, build trees, logs)
     /// and how big each part is; `kiln cache clean` to free space
@@ -178,7 +186,7 @@ pub struct InstallArgs {
     #[arg(long, value_name = "FILE", default_value = DEFAULT_LOCK_FILE, requires = "locked")]
     pub lock: PathBuf,
     /// Reproduce the lock inside a bundle (`kiln bundle`), offline: its sources and wheels go
-    /// into the cache first
+    /// into the cache first. For a split bundle, name any part (or the name they share)
     #[arg(long, value_name = "FILE", conflicts_with = "locked")]
     pub bundle: Option<PathBuf>,
 }
@@ -216,6 +224,9 @@ pub struct BundleArgs {
     /// Where to write the bundle
     #[arg(long, short = 'o', value_name = "FILE", default_value = DEFAULT_BUNDLE_FILE)]
     pub output: PathBuf,
+    /// Split the bundle into parts of at most SIZE (`60MiB`, `4GB`)
+    #[arg(long, value_name = "SIZE")]
+    pub split: Option<bytesize::ByteSize>,
 }
 
 #[derive(Debug, Args)]

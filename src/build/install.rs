@@ -3,7 +3,8 @@
 //! failure it uninstalls what it installed and copies those files back.
 //!
 //! Installs go through `uv pip` when uv is on PATH, else `python -m pip`; kiln never edits
-//! site-packages itself except to restore a backup.
+//! site-packages itself except to restore a backup. Offline, a local directory of wheels (the
+//! wheelhouse a bundle brings) is the only place third-party wheels come from.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,7 @@ use crate::process::{Cmd, CommandFailed};
 pub struct Installer {
     tool: Tool,
     offline: bool,
+    find_links: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -30,12 +32,23 @@ impl Installer {
             Ok(uv) if std::env::var_os("KILN_NO_UV").is_none() => Tool::Uv(uv),
             _ => Tool::Pip,
         };
-        Installer { tool, offline: false }
+        Installer {
+            tool,
+            offline: false,
+            find_links: None,
+        }
     }
 
     /// No index: uv installs from its own cache (`--offline`), pip only local files (`--no-index`).
     pub fn offline(mut self, offline: bool) -> Installer {
         self.offline = offline;
+        self
+    }
+
+    /// Offline, wheels are also taken from `dir` (`--find-links`): with it, uv no longer reads its
+    /// index cache (`--no-index`), so what is installed comes from that directory alone.
+    pub fn find_links(mut self, dir: Option<PathBuf>) -> Installer {
+        self.find_links = dir;
         self
     }
 
@@ -49,10 +62,17 @@ impl Installer {
     }
 
     fn no_index(&self, c: Cmd) -> Cmd {
-        match (&self.tool, self.offline) {
-            (_, false) => c,
-            (Tool::Uv(_), true) => c.arg("--offline"),
-            (Tool::Pip, true) => c.arg("--no-index"),
+        if !self.offline {
+            return c;
+        }
+        let c = match (&self.tool, &self.find_links) {
+            (Tool::Uv(_), None) => c.arg("--offline"),
+            (Tool::Uv(_), Some(_)) => c.args(["--offline", "--no-index"]),
+            (Tool::Pip, _) => c.arg("--no-index"),
+        };
+        match &self.find_links {
+            Some(dir) => c.arg("--find-links").arg(dir.display().to_string()),
+            None => c,
         }
     }
 

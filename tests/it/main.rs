@@ -1,6 +1,7 @@
 //! Integration tests: the real kiln binary on real virtualenvs and real builds.
 
 mod build;
+mod bundle;
 mod common;
 mod download;
 mod fatbin;

@@ -1,17 +1,17 @@
 //! Bundles: one archive that provisions an air-gapped node. It holds a lockfile and, from kiln's
-//! cache, what reproducing it needs: the sdists and git mirrors of the locked sources and the
-//! verified wheels the lock names (found by their sha256). `kiln install --locked --bundle FILE`
-//! unpacks it into the cache and installs offline; a wheel whose cache key matches on the target
-//! (same Python, archs, toolkit, torch) is installed as is, anything else is built from the
-//! bundled source.
+//! cache, what reproducing it needs: the sdists and git mirrors of the locked sources, the
+//! verified wheels the lock names (found by their sha256) and a wheelhouse of the third-party
+//! wheels that building and installing them offline needs ([`wheelhouse`]). `kiln install
+//! --bundle FILE` unpacks it into the cache and installs offline; a wheel whose cache key matches
+//! on the target (same Python, archs, toolkit, torch) is installed as is, anything else is built
+//! from the bundled source. A bundle can be split into parts of a given size ([`parts`]).
 //!
 //! The archive is a plain tar (the `tar` crate; any `tar` program lists and unpacks it) holding
 //! `kiln.lock` and the cache entries under their cache-relative paths. It holds directories and
 //! regular files only, with their mtimes and executable bits and no owners; unpacking refuses
 //! anything else (see [`crate::build::source::archive`]). It deliberately leaves out what kiln
-//! does not cache: `path` sources (the directory must exist on the target), packages installed
-//! from an index (`index:`; the target needs them in uv's cache or an index), and build
-//! requirements of a rebuild.
+//! does not cache: `path` sources (the directory must exist on the target) and what the lock says
+//! the target already has (`installed` components and what they need).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -23,6 +23,9 @@ use crate::build::source::{mirror_dir, sha256_file};
 use crate::cache_dir::entries_at;
 use crate::lock::Lock;
 use crate::recipe::{RecipeSet, Source};
+
+pub mod parts;
+pub mod wheelhouse;
 
 /// The lockfile's name inside a bundle.
 pub const LOCK_IN_BUNDLE: &str = "kiln.lock";
@@ -79,8 +82,9 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
                 "{}: a local directory ({value}) is not bundled; it must exist on the target",
                 comp.name
             )),
+            "index" => {} // its wheel is in the wheelhouse
             _ => c.left_out.push(format!(
-                "{}: `{}` is not bundled; the target needs it installed, in uv's cache or from an index",
+                "{}: `{}` is not bundled; the target must have it installed",
                 comp.name, comp.source
             )),
         }
@@ -137,6 +141,8 @@ pub enum BundleError {
     },
     #[error("{} holds no {LOCK_IN_BUNDLE}: not a kiln bundle (`kiln bundle` makes one)", .0.display())]
     NotABundle(PathBuf),
+    #[error(transparent)]
+    Parts(#[from] parts::PartsError),
 }
 
 /// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries (each a
@@ -219,9 +225,27 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
     Ok(())
 }
 
-/// Unpacks a bundle into `cache` (entries already there are kept) and returns the path of its
-/// lockfile, left in a directory of its own under the cache.
+/// Unpacks a bundle (whole, or split into parts: any of their names will do) into `cache`
+/// (entries already there are kept) and returns the path of its lockfile, left in a directory
+/// of its own under the cache.
 pub fn unpack(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
+    let pieces = parts::of(bundle)?;
+    let bundles = cache.join("bundles");
+    if pieces.len() == 1 {
+        return unpack_whole(&pieces[0], cache);
+    }
+    std::fs::create_dir_all(&bundles).map_err(|source| BundleError::Write {
+        path: bundles.clone(),
+        source,
+    })?;
+    let joined = bundles.join(format!("joined-{}.tar", std::process::id()));
+    parts::join(&pieces, &joined)?;
+    let result = unpack_whole(&joined, cache);
+    let _ = std::fs::remove_file(&joined);
+    result
+}
+
+fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
     let dir = cache.join("bundles").join(format!(
         "{}-{}",
         bundle
@@ -260,6 +284,24 @@ pub fn unpack(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
                 source,
             })?;
         }
+    }
+    // wheelhouse/<file>.whl: third-party wheels, one flat directory.
+    let house = crate::cache_dir::wheelhouse(cache);
+    for e in std::fs::read_dir(dir.join("wheelhouse"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let dest = house.join(e.file_name());
+        if dest.exists() {
+            continue;
+        }
+        std::fs::create_dir_all(&house)
+            .and_then(|()| std::fs::rename(e.path(), &dest))
+            .map_err(|source| BundleError::Move {
+                entry: Path::new("wheelhouse").join(e.file_name()),
+                source,
+            })?;
     }
     Ok(lock)
 }
