@@ -227,6 +227,10 @@ pub struct BundleArgs {
     /// Split the bundle into parts of at most SIZE (`60MiB`, `4GB`)
     #[arg(long, value_name = "SIZE")]
     pub split: Option<bytesize::ByteSize>,
+    /// Leave out the wheels kiln built: the target builds each component from its bundled source
+    /// (a smaller bundle, for targets whose Python, toolkit or torch differ from this node's)
+    #[arg(long)]
+    pub no_built_wheels: bool,
 }
 
 #[derive(Debug, Args)]

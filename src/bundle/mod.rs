@@ -146,9 +146,18 @@ pub enum BundleError {
 }
 
 /// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries (each a
-/// directory, with everything below it), into `<out>.part`, renamed to `out` when complete.
+/// directory, with everything below it), into `<out>.partial`, renamed to `out` when complete.
+/// The directory `out` names is made if missing.
 pub fn write(out: &Path, lock_text: &str, contents: &Contents, cache: &Path) -> Result<(), BundleError> {
-    let partial = out.with_extension("part");
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    let partial = out.with_file_name(name);
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| BundleError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
     let result = write_tar(&partial, lock_text, contents, cache).and_then(|()| {
         std::fs::rename(&partial, out).map_err(|source| BundleError::Write {
             path: out.to_path_buf(),

@@ -12,7 +12,13 @@ use crate::bundle::wheelhouse;
 use crate::report::{self, bundle::Bundled};
 use crate::settings::Settings;
 
-pub fn run(settings: &Settings, lock_path: &Path, output: &Path, split: Option<u64>) -> CmdResult {
+pub fn run(
+    settings: &Settings,
+    lock_path: &Path,
+    output: &Path,
+    split: Option<u64>,
+    no_built_wheels: bool,
+) -> CmdResult {
     let lock = read_lock(settings, lock_path)?;
     let text = std::fs::read_to_string(lock_path)
         .map_err(|e| Failure::User(format!("cannot read {}: {e}", lock_path.display())))?;
@@ -26,6 +32,18 @@ pub fn run(settings: &Settings, lock_path: &Path, output: &Path, split: Option<u
             cache.display(),
             missing.join("\n  - ")
         )));
+    }
+
+    if no_built_wheels {
+        let before = contents.entries.len();
+        contents.entries.retain(|e| !e.starts_with("wheels/"));
+        if contents.entries.len() < before {
+            contents.left_out.push(format!(
+                "{} wheel{} kiln built (--no-built-wheels): the target builds from the bundled sources",
+                before - contents.entries.len(),
+                if before - contents.entries.len() == 1 { "" } else { "s" }
+            ));
+        }
     }
 
     // The wheelhouse is read off the environment the lock was written from.

@@ -74,7 +74,7 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
             Some(bundle) => install::run_bundle(s, &a.targets.targets, a.dry_run, bundle),
             None => install::run(s, &a.targets.targets, a.dry_run),
         },
-        Command::Bundle(a) => bundle::run(s, &a.lock, &a.output, a.split.map(|b| b.as_u64())),
+        Command::Bundle(a) => bundle::run(s, &a.lock, &a.output, a.split.map(|b| b.as_u64()), a.no_built_wheels),
         Command::Cache(a) => cache::run(s, a.action.as_ref()),
         Command::Lock(a) => lock::run(s, &a.targets.targets, &a.output),
         Command::Verify(t) => verify::run(s, &t.targets),
