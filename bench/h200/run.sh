@@ -3,11 +3,14 @@
 # network); its output is recorded in docs/gpu-proof.md.
 #
 # The stack arrives as a kiln bundle made on a connected machine (bench/h200/make-bundle.sh),
-# split into parts under .dev/parts, with kiln itself as .dev/kiln. Two steps, each well inside
-# a 10-minute call:
-#   bench/h200/run.sh install   kiln install --bundle into the machine's torch environment,
-#                               doctor, then flashinfer's JIT kernels and a CuTe DSL kernel run
-#                               on the GPU against torch references
+# split into parts under .dev/parts, with kiln itself as .dev/kiln. Three steps, each inside a
+# 10-minute call:
+#   bench/h200/run.sh install   kiln install --bundle into the machine's torch environment, and
+#                               kiln doctor for 9.0
+#   bench/h200/run.sh gpu       flashinfer's JIT kernels and a CuTe DSL kernel compiled for the
+#                               GPU, run, and compared with torch references, in a cold JIT
+#                               workspace and then again in a second process (warm); kiln arch
+#                               and cuobjdump on the modules
 #   bench/h200/run.sh cross     the same JIT modules and CuTe DSL kernels compiled for 12.0 (no
 #                               SM120 GPU here), read back by kiln and by cuobjdump; doctor
 #                               --arch 12.0; first-call latency with and without a warm cache
@@ -57,9 +60,13 @@ install)
   step "kiln doctor --arch 9.0"
   timed k doctor 'flashinfer[cutedsl]' --arch 9.0 --json > "$OUT/doctor-9.0.json"
   verdicts "$OUT/doctor-9.0.json"
-  step "flashinfer JIT kernels and a CuTe DSL kernel on the GPU"
+  ;;
+gpu)
+  step "flashinfer JIT kernels and a CuTe DSL kernel on the GPU, cold JIT workspace"
   rm -rf /tmp/fi-ws
-  FLASHINFER_WORKSPACE_BASE=/tmp/fi-ws timed "$PY" bench/h200/flashinfer_gpu.py "$OUT/gpu.json" 2>&1 | tail -60
+  FLASHINFER_WORKSPACE_BASE=/tmp/fi-ws timed "$PY" bench/h200/flashinfer_gpu.py "$OUT/gpu-cold.json" 2>&1 | tail -60
+  step "the same in a new process, the workspace now warm"
+  FLASHINFER_WORKSPACE_BASE=/tmp/fi-ws timed "$PY" bench/h200/flashinfer_gpu.py "$OUT/gpu-warm.json" 2>&1 | grep -E 'first_call_s|"kernel"|match|import_seconds'
   step "kiln arch and cuobjdump on the modules the JIT wrote"
   mapfile -t mods < <(find /tmp/fi-ws -name '*.so' | sort)
   "$PY" bench/compare_cuobjdump.py "$K" cuobjdump "${mods[@]}"
@@ -89,7 +96,7 @@ cross)
   fi
   ;;
 *)
-  echo "usage: $0 install|cross" >&2
+  echo "usage: $0 install|gpu|cross" >&2
   exit 2
   ;;
 esac

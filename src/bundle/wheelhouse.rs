@@ -7,7 +7,9 @@
 //!   `Requires-Dist` of what is installed in the environment the lock was written from (markers
 //!   evaluated for that interpreter, extras followed), each pinned to the version installed there.
 //!   The walk stops at what the lock says the target already has (`installed` components, such as
-//!   the machine's own torch) and at everything those need: the target brings them.
+//!   the machine's own torch): the target brings those and what they need. A distribution that
+//!   both sides need (torch and flashinfer both need `cuda-bindings`) is carried all the same: a
+//!   component may need another version of it than the target happens to have.
 //!
 //! The wheels are fetched by `pip download` run by that same interpreter (`--only-binary=:all:`),
 //! so they fit the target's Python and platform; they are kept in the cache's `wheelhouse/` and
@@ -48,13 +50,12 @@ pub fn wanted(lock: &Lock, set: &RecipeSet, facts: &PythonFacts) -> Wanted {
     };
     let built = |source: &str| ["sha256:", "git:", "path:"].iter().any(|k| source.starts_with(k));
 
-    let provided: Vec<(String, BTreeSet<ExtraName>)> = lock
+    let stop: BTreeSet<String> = lock
         .components
         .iter()
         .filter(|c| c.source == NOT_BY_KILN)
-        .map(|c| (dist_of(&c.name), BTreeSet::new()))
+        .map(|c| dist_of(&c.name))
         .collect();
-    let stop = walk(facts, env.as_ref(), provided, &BTreeSet::new()).reached;
 
     let roots: Vec<(String, BTreeSet<ExtraName>)> = lock
         .components
@@ -280,6 +281,7 @@ mod tests {
 
     #[test]
     fn the_walk_follows_markers_and_extras_and_stops_at_what_the_target_brings() {
+        // `tool` is what kiln installed; torch is the target's own.
         let f = facts(vec![
             dist("torch", "2.11.0", &["sympy>=1", "typing-extensions"]),
             dist("sympy", "1.14.0", &["mpmath"]),
