@@ -1,9 +1,9 @@
 //! kiln's cache directory as a whole: what each part holds and how big it is, and cleaning it.
 //!
 //! The parts: `sources/` (checked sdists, by sha256), `git/` (repository mirrors), `wheels/`
-//! (verified wheels by build key), `probe/` (probe results), and scratch that only helps
-//! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
-//! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
+//! (wheels by build key: verified, or kept unverified after a failure outside them), `probe/`
+//! (probe results), and scratch that only helps debugging: `work/` (build trees of failed
+//! steps), `logs/` (one directory per run), `smoke/` and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
 //! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
 //!
 //! It deliberately ignores uv's and pip's own caches.
@@ -16,7 +16,7 @@ use serde::Serialize;
 pub const PARTS: &[(&str, &str)] = &[
     ("sources", "checked sdists, by sha256"),
     ("git", "git repository mirrors"),
-    ("wheels", "verified wheels, by build key"),
+    ("wheels", "built wheels, by build key (verified, or kept unverified)"),
     ("probe", "probe results, re-checked against the environment"),
     ("jit", "JIT proofs and the kernels they compiled, by what decides them"),
     ("work", "build trees of failed steps"),

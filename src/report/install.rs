@@ -55,6 +55,9 @@ pub struct Failed<'a> {
     pub causes: Option<&'a [String]>,
     pub restored: &'a crate::build::failure::Restored,
     pub hint: Option<&'a crate::build::failure::Hint>,
+    /// For a wheel that failed verification: whose fault it was and whether it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<&'a crate::build::WheelFate>,
 }
 
 impl<'a> Failed<'a> {
@@ -71,6 +74,7 @@ impl<'a> Failed<'a> {
             causes: c.map(|c| c.causes.as_slice()),
             restored: &f.restored,
             hint: f.hint.as_ref(),
+            wheel: f.wheel.as_deref(),
         }
     }
 }
@@ -158,6 +162,9 @@ pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
             }
         }
         eprintln!("  environment: {}", f.restored);
+        if let Some(w) = &f.wheel {
+            eprintln!("  wheel: {w}");
+        }
         if let Some(h) = &f.hint {
             eprintln!("\nhint: {h}");
         }
