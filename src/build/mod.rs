@@ -131,6 +131,8 @@ pub struct RunReport {
     pub outcomes: Vec<Outcome>,
     pub failure: Option<BuildFailure>,
     pub more_failures: Vec<BuildFailure>,
+    /// The environment as the last verification saw it (`None` when no step was verified).
+    pub facts: Option<PythonFacts>,
 }
 
 /// A name for this run: seconds since the epoch and the process id.
