@@ -1,8 +1,9 @@
 //! kiln's cache directory as a whole: what each part holds and how big it is, and cleaning it.
 //!
 //! The parts: `sources/` (checked sdists, by sha256), `git/` (repository mirrors), `wheels/`
-//! (verified wheels by build key), `wheelhouse/` (third-party wheels that offline installs take:
-//! build requirements and runtime dependencies, filled by `kiln bundle`), `probe/` (probe results), and scratch that only helps
+//! (wheels by build key: verified, or kept unverified after a failure outside them),
+//! `wheelhouse/` (third-party wheels that offline installs take: build requirements and runtime
+//! dependencies, filled by `kiln bundle`), `probe/` (probe results), and scratch that only helps
 //! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
 //! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
 //! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
@@ -17,7 +18,7 @@ use serde::Serialize;
 pub const PARTS: &[(&str, &str)] = &[
     ("sources", "checked sdists, by sha256"),
     ("git", "git repository mirrors"),
-    ("wheels", "verified wheels, by build key"),
+    ("wheels", "built wheels, by build key (verified, or kept unverified)"),
     (
         "wheelhouse",
         "third-party wheels for offline installs: build requirements, dependencies",

@@ -90,6 +90,7 @@ impl Global {
             json: self.json,
             progress: !self.no_progress,
             quiet: self.quiet,
+            jit_proof: true,
         })
     }
 }
@@ -117,7 +118,16 @@ pub enum Command {
     /// puts the environment back as it was and stops. A verified wheel is kept in the cache
     /// (`--cache-dir`) under what decides the binary, so the next build of the same thing, here or
     /// on a node sharing the cache, installs it without compiling. A compile killed for memory is
-    /// retried with half the jobs.
+    /// retried with half the jobs. A wheel whose verification failed for a reason outside it (a
+    /// missing dependency) is kept, marked unverified, and the next run verifies it again instead
+    /// of compiling.
+    ///
+    /// A component whose kernels are compiled at run time (`[verify] jit`: flashinfer, the CuTe
+    /// DSL) is then proven for the target archs as `doctor` proves it (and cached for it): one
+    /// real kernel compiled through its own JIT and its image read back. A proof that fails or
+    /// cannot run (no CUDA toolkit) does not undo the install, which imports fine, but install
+    /// says the component is not ok for that arch and why, and exits 1: kernels would fail at
+    /// first use. `--no-jit-proof` skips the proof (exit 0; `doctor` proves it later).
     Install(InstallArgs),
     /// Run the proofs again, ignoring the probe cache: imports, kernel images for the target arch,
     /// build fingerprints, smoke tests and JIT proofs, for every installed component (or those named and what
@@ -189,6 +199,10 @@ pub struct InstallArgs {
     /// into the cache first. For a split bundle, name any part (or the name they share)
     #[arg(long, value_name = "FILE", conflicts_with = "locked")]
     pub bundle: Option<PathBuf>,
+    /// Do not prove the JIT of what was built or installed (no toolkit on this node yet, or the
+    /// kernels are compiled elsewhere): install exits 0 and says the JIT is not proven
+    #[arg(long)]
+    pub no_jit_proof: bool,
 }
 
 #[derive(Debug, Args)]

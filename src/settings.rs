@@ -44,6 +44,8 @@ pub struct Settings {
     pub progress: bool,
     /// Print only errors.
     pub quiet: bool,
+    /// `install`: prove the JIT of what it built or installed (off: `--no-jit-proof`).
+    pub jit_proof: bool,
 }
 
 impl Settings {
@@ -63,6 +65,7 @@ impl Settings {
             json: false,
             progress: true,
             quiet: false,
+            jit_proof: true,
         }
     }
 }

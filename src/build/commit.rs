@@ -3,14 +3,18 @@
 //! import, and the smoke test where a GPU of the target arch is here), and write `kiln.json`
 //! into its dist-info. On any failure the new install is removed and the backup put back, and
 //! the failure says how. A verified wheel is kept in the wheel cache and the build tree removed;
-//! a failed step keeps its tree for whoever debugs it.
+//! a failed step keeps its tree for whoever debugs it. A wheel whose verification failed for a
+//! reason outside it ([`super::blame`]: a dependency missing or broken, a dependency install
+//! that failed, a verification killed from outside) is kept too, marked unverified, and the
+//! failure says where; one that failed in its own files is not.
 //!
-//! It deliberately ignores how the wheel was made (`step` and `wheel` did that) and never keeps
-//! an unverified wheel.
+//! It deliberately ignores how the wheel was made (`step` and `wheel` did that), and never
+//! counts a kept unverified wheel as verified: the next run installs it and verifies it again.
 
 use std::path::{Path, PathBuf};
 
-use super::failure::{BuildFailure, Restored, StepError};
+use super::blame::{self, Blame, Fault};
+use super::failure::{BuildFailure, Restored, StepError, WheelFate};
 use super::install::Backup;
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
 use super::{Context, Phase, Reporter, source, wheels};
@@ -51,35 +55,14 @@ pub(super) fn commit(
     } else {
         None
     };
-    // The wheel itself replaces what is there; its runtime dependencies are then added only where
-    // missing (never force-reinstalled: that would reinstall torch and every CUDA library), with
-    // every kiln-managed distribution pinned by the constraints.
-    let log = log_of(cx, step, Phase::Install);
-    let to_install = std::slice::from_ref(&p.to_install);
-    let verified = cx
-        .installer
-        .install(&cx.python, to_install, false, None, p.index_url.as_deref())
-        .run_logged(&log)
-        .and_then(|()| match &constraints {
-            Some(cons) => cx
-                .installer
-                .install_missing(&cx.python, to_install, cons, p.index_url.as_deref())
-                .run_logged(&log),
-            None => Ok(()),
-        })
-        .map_err(|e| BuildFailure::of_command(&step.name, Phase::Install, e))
-        .and_then(|()| {
-            reporter.phase(step, Phase::Verify, &r.imports.join(", "));
-            let facts = verify(step, r, plan, cx)?;
-            record(step, r, plan, cx, &facts, &dist, &p).map(|()| facts)
-        });
-    let facts = match verified {
+    let facts = match install_and_verify(step, r, plan, cx, &p, constraints.as_deref(), reporter) {
         Ok(facts) => facts,
-        Err(mut f) => {
+        Err((mut f, fault)) => {
             reporter.phase(step, Phase::Restore, "putting the environment back");
             let log = log_of(cx, step, Phase::Restore);
             let _ = cx.installer.uninstall(&cx.python, &dist).run_logged(&log);
             f.restored = put_back(&dist, backup.as_ref(), &log);
+            f.wheel = fault.and_then(|fault| wheel_fate(&cx.cache, &p, *fault)).map(Box::new);
             return Err(f);
         }
     };
@@ -95,8 +78,49 @@ pub(super) fn commit(
     })
 }
 
+/// A failed install or verification, and (for a verification) what went wrong as [`blame`]
+/// sees it.
+type Failed = (BuildFailure, Option<Box<Fault>>);
+
+/// Installs the wheel (its runtime dependencies after it, where the recipe says so), proves it
+/// and records it.
+fn install_and_verify(
+    step: &Step,
+    r: &Recipe,
+    plan: &Plan,
+    cx: &Context,
+    p: &Prepared,
+    constraints: Option<&Path>,
+    reporter: &dyn Reporter,
+) -> Result<PythonFacts, Failed> {
+    // The wheel itself replaces what is there; its runtime dependencies are then added only where
+    // missing (never force-reinstalled: that would reinstall torch and every CUDA library), with
+    // every kiln-managed distribution pinned by the constraints.
+    let log = log_of(cx, step, Phase::Install);
+    let to_install = std::slice::from_ref(&p.to_install);
+    let failed = |e| BuildFailure::of_command(&step.name, Phase::Install, e);
+    cx.installer
+        .install(&cx.python, to_install, false, None, p.index_url.as_deref())
+        .run_logged(&log)
+        .map_err(|e| (failed(e), None))?;
+    if let Some(cons) = constraints {
+        cx.installer
+            .install_missing(&cx.python, to_install, cons, p.index_url.as_deref())
+            .run_logged(&log)
+            .map_err(|e| {
+                let why = format!("installing its runtime dependencies failed ({})", e.status);
+                (failed(e), Some(Box::new(Fault::Outside(why))))
+            })?;
+    }
+    reporter.phase(step, Phase::Verify, &r.imports.join(", "));
+    let facts = verify(step, r, plan, cx).map_err(|(f, fault)| (f, Some(fault)))?;
+    let dist = r.dist.as_deref().unwrap_or(&r.name);
+    record(step, r, plan, cx, &facts, dist, p).map_err(|f| (f, None))?;
+    Ok(facts)
+}
+
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
-fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFacts, BuildFailure> {
+fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFacts, (BuildFailure, Box<Fault>)> {
     let fail = |e| BuildFailure::new(&step.name, Phase::Verify, e);
     let mut imports = r.imports.clone();
     // Import what it links against first (torch above all), so the probe records their ABI facts.
@@ -112,16 +136,27 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
             imports.extend(feat.imports.iter().cloned());
         }
     }
-    let facts = python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| fail(e.into()))?;
-    let failed: Vec<(String, String)> = imports
+    // The probe itself failing (killed, timed out, unable to run) is no import of the wheel's.
+    let facts = python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| {
+        let why = format!("the verification probe failed: {e}");
+        (fail(e.into()), Box::new(Fault::Outside(why)))
+    })?;
+    let failed: Vec<(String, python::ImportResult)> = imports
         .iter()
         .filter_map(|m| {
-            let res = facts.imports.get(m)?;
-            (!res.ok).then(|| (m.clone(), res.error.clone().unwrap_or_else(|| "?".into())))
+            facts
+                .imports
+                .get(m)
+                .filter(|res| !res.ok)
+                .map(|res| (m.clone(), res.clone()))
         })
         .collect();
     if !failed.is_empty() {
-        return Err(fail(StepError::Imports(failed)));
+        let texts = failed
+            .iter()
+            .map(|(m, res)| (m.clone(), res.error.clone().unwrap_or_else(|| "?".into())))
+            .collect();
+        return Err((fail(StepError::Imports(texts)), Box::new(Fault::Imports(failed))));
     }
     // Where a GPU of the target arch is here, the kernels must also run.
     if !crate::probe::smoke::runnable_archs(&cx.machine.gpu_archs(), &plan.archs).is_empty()
@@ -134,7 +169,9 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
         };
         let s = crate::probe::smoke::run(&cx.python, &script, &cx.cache.join("smoke"), cx.import_timeout);
         if !s.ok {
-            return Err(fail(StepError::Smoke(s.error.unwrap_or_default())));
+            let error = s.error.unwrap_or_default();
+            let why = format!("its smoke test {} failed", smoke.path);
+            return Err((fail(StepError::Smoke(error)), Box::new(Fault::Own(why))));
         }
     }
     Ok(facts)
@@ -218,10 +255,43 @@ fn put_back(dist: &str, backup: Option<&Backup>, log: &Path) -> Restored {
     }
 }
 
-/// Keeps a verified wheel in the wheel cache; returns where the wheel now is. A cache that
-/// cannot be written costs a later rebuild, not this install: said in the wheel log.
+/// What becomes of the wheel after a failed verification: kept unverified when the failure is
+/// outside it ([`blame`]); a wheel that fails in its own files is not kept (and an unverified
+/// cache entry it came from is removed). A cached wheel some run verified stays as it is.
+fn wheel_fate(cache: &Path, p: &Prepared, fault: Fault) -> Option<WheelFate> {
+    let wheel = p.wheel.as_ref()?;
+    if p.from_cache && p.unverified.is_none() {
+        return None;
+    }
+    match blame::judge(fault, wheel) {
+        Blame::Own(why) => {
+            if let (true, Some((key, _))) = (p.from_cache, &p.cache_entry) {
+                let _ = wheels::forget_unverified(cache, key);
+            }
+            Some(WheelFate::Own { why })
+        }
+        Blame::Outside(why) => {
+            let Some((key, inputs)) = &p.cache_entry else {
+                let error = "what decides its binary is not all known (an ABI dependency's fingerprint)".into();
+                return Some(WheelFate::NotKept { why, error });
+            };
+            Some(match wheels::store_unverified(cache, key, inputs, wheel, &why) {
+                Ok(path) => WheelFate::Kept { path, why },
+                Err(e) => WheelFate::NotKept {
+                    why,
+                    error: e.to_string(),
+                },
+            })
+        }
+    }
+}
+
+/// Keeps a verified wheel in the wheel cache (an unverified entry it came from is verified
+/// now); returns where the wheel now is. A cache that cannot be written costs a later rebuild,
+/// not this install: said in the wheel log.
 fn keep_wheel(cache: &Path, p: &Prepared, wheel_log: &Path) -> Option<PathBuf> {
-    let (false, Some((key, inputs)), Some(w)) = (p.from_cache, &p.cache_entry, &p.wheel) else {
+    let verified_before = p.from_cache && p.unverified.is_none();
+    let (false, Some((key, inputs)), Some(w)) = (verified_before, &p.cache_entry, &p.wheel) else {
         return p.wheel.clone();
     };
     match wheels::store(cache, key, inputs, w) {

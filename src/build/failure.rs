@@ -29,6 +29,9 @@ pub struct BuildFailure {
     /// How the environment was put back.
     pub restored: Restored,
     pub hint: Option<Hint>,
+    /// For a wheel that built but failed verification: whose fault it was, and whether the
+    /// wheel was kept in the wheel cache.
+    pub wheel: Option<Box<WheelFate>>,
 }
 
 impl BuildFailure {
@@ -41,6 +44,7 @@ impl BuildFailure {
             command: None,
             restored: Restored::Unchanged,
             hint: None,
+            wheel: None,
         }
     }
 
@@ -56,6 +60,7 @@ impl BuildFailure {
             hint: hint_for(&e),
             command: Some(Box::new(e)),
             restored: Restored::Unchanged,
+            wheel: None,
         }
     }
 }
@@ -128,6 +133,21 @@ pub enum Restored {
     Failed { error: Box<BackupError>, log: PathBuf },
 }
 
+/// What became of a wheel that built (or came from the wheel cache) but failed verification.
+#[derive(Debug, thiserror::Error)]
+pub enum WheelFate {
+    #[error(
+        "kept, built but unverified, at {}: the failure is outside the wheel ({why}); the next run \
+         installs it and verifies it again instead of compiling",
+        path.display()
+    )]
+    Kept { path: PathBuf, why: String },
+    #[error("the failure is outside the wheel ({why}), but the wheel could not be kept: {error}")]
+    NotKept { why: String, error: String },
+    #[error("not kept: the failure is the wheel's own ({why})")]
+    Own { why: String },
+}
+
 /// A failure kiln recognises, and what to do about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Hint {
@@ -197,7 +217,7 @@ macro_rules! serialize_as_text {
         }
     )*};
 }
-serialize_as_text!(StepError, Restored, Hint);
+serialize_as_text!(StepError, Restored, Hint, WheelFate);
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,7 @@
 //! ignores choosing versions and deciding what needs building (that is the plan's job): it
 //! carries out the steps it is given.
 
+mod blame;
 mod commit;
 pub mod events;
 pub mod failure;
@@ -41,7 +42,7 @@ use crate::recipe::RecipeSet;
 use crate::resolve::{Action, Step};
 use install::Installer;
 
-pub use failure::{BuildFailure, Hint, Restored, StepError};
+pub use failure::{BuildFailure, Hint, Restored, StepError, WheelFate};
 pub use queue::execute;
 
 /// Where a build is in its life, for progress displays.
@@ -130,6 +131,8 @@ pub struct RunReport {
     pub outcomes: Vec<Outcome>,
     pub failure: Option<BuildFailure>,
     pub more_failures: Vec<BuildFailure>,
+    /// The environment as the last verification saw it (`None` when no step was verified).
+    pub facts: Option<PythonFacts>,
 }
 
 /// A name for this run: seconds since the epoch and the process id.

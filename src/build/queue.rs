@@ -115,6 +115,7 @@ impl Queue {
             outcomes: self.outcomes.into_iter().flatten().collect(),
             failure: failures.next(),
             more_failures: failures.collect(),
+            facts: self.latest,
         }
     }
 }

@@ -25,6 +25,8 @@ pub(super) struct Prepared {
     pub index_url: Option<String>,
     pub cache_entry: Option<(wheels::WheelKey, serde_json::Value)>,
     pub from_cache: bool,
+    /// The cached wheel was built by an earlier run and never verified: why.
+    pub unverified: Option<wheels::Unverified>,
     pub note: Option<String>,
     pub work: PathBuf,
 }
@@ -63,6 +65,7 @@ pub(super) fn prepare(
             index_url: index_url.clone(),
             cache_entry: None,
             from_cache: false,
+            unverified: None,
             note: None,
             work,
         });
@@ -86,11 +89,32 @@ pub(super) fn prepare(
         other => fail(Phase::Fetch, other.into()),
     })?;
     let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
-    let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::lookup(&cx.cache, key));
+    let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::find(&cx.cache, key));
+    let unverified = cached.as_ref().and_then(|c| c.unverified.clone());
     let (wheel, from_cache, note) = match cached {
-        Some(w) => {
+        Some(wheels::Cached {
+            wheel,
+            unverified: None,
+        }) => {
             reporter.phase(step, Phase::Wheel, "from the wheel cache");
-            (w, true, None)
+            (wheel, true, None)
+        }
+        // Built by an earlier run whose verification failed outside it: installed and
+        // verified again, not compiled again.
+        Some(wheels::Cached {
+            wheel,
+            unverified: Some(u),
+        }) => {
+            reporter.phase(
+                step,
+                Phase::Wheel,
+                "from the wheel cache (built before, not verified yet)",
+            );
+            let note = format!(
+                "the wheel an earlier run built and kept unverified ({}) was verified now; nothing was compiled",
+                u.why
+            );
+            (wheel, true, Some(note))
         }
         None => {
             let job = WheelJob {
@@ -112,6 +136,7 @@ pub(super) fn prepare(
         index_url: None,
         cache_entry,
         from_cache,
+        unverified,
         note,
         work,
     })

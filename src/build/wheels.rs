@@ -1,4 +1,4 @@
-//! The wheel cache: every wheel that was built *and verified* is kept under a key made of what
+//! The wheel cache: every wheel that was built and verified is kept under a key made of what
 //! decides the binary — component, version, features, the source identity (a git commit, an
 //! sdist's sha256, or the contents of a local tree), the recipe's build section as written, the
 //! target archs, the CUDA toolkit and host compiler versions, the interpreter's version and
@@ -11,6 +11,12 @@
 //! entry or none. A key is only made when every ABI fingerprint is known; otherwise the wheel is
 //! built, not guessed.
 //!
+//! A wheel that built but failed verification for a reason outside its own files (a missing
+//! dependency, a killed verification; see `blame`) is kept too, marked *built but unverified*
+//! (`unverified.json` beside it, saying why): a later run installs it and verifies it again
+//! instead of compiling, and only a verification that passes clears the mark. Such an entry is
+//! never reported as verified.
+//!
 //! It deliberately ignores eviction (entries stay until the directory is deleted) and
 //! environment variables outside the recipe's `[build] env` (a user's `CFLAGS` can change a
 //! binary without changing the key).
@@ -19,7 +25,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Everything that decides the wheel a build produces.
@@ -60,7 +66,26 @@ impl WheelKey {
     }
 }
 
-/// The cached wheel for `key`, if there is one.
+/// The mark of an entry whose wheel built but never passed verification.
+const UNVERIFIED: &str = "unverified.json";
+
+/// Why a cached wheel is built but unverified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unverified {
+    /// The failure outside the wheel that stopped its verification.
+    pub why: String,
+    /// When it was kept, in seconds since the epoch.
+    pub since: u64,
+}
+
+/// A cached wheel, and whether it is still unverified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cached {
+    pub wheel: PathBuf,
+    pub unverified: Option<Unverified>,
+}
+
+/// The cached wheel for `key`, if there is one (verified or not).
 pub fn lookup(cache: &Path, key: &WheelKey) -> Option<PathBuf> {
     std::fs::read_dir(key.dir(cache))
         .ok()?
@@ -68,13 +93,95 @@ pub fn lookup(cache: &Path, key: &WheelKey) -> Option<PathBuf> {
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
 }
 
-/// Keeps `wheel` under `key`, with the inputs beside it (`key.json`) for whoever wonders why
-/// two entries differ. Returns where the wheel now is.
+/// The cached wheel for `key` with its mark: [`lookup`] plus whether it is unverified.
+pub fn find(cache: &Path, key: &WheelKey) -> Option<Cached> {
+    let wheel = lookup(cache, key)?;
+    let unverified = mark_of(&key.dir(cache));
+    Some(Cached { wheel, unverified })
+}
+
+fn mark_of(entry: &Path) -> Option<Unverified> {
+    let text = std::fs::read(entry.join(UNVERIFIED)).ok()?;
+    // A mark that cannot be read still marks the wheel unverified.
+    Some(serde_json::from_slice(&text).unwrap_or_else(|e| Unverified {
+        why: format!("its mark cannot be read: {e}"),
+        since: 0,
+    }))
+}
+
+/// Keeps a verified `wheel` under `key`, with the inputs beside it (`key.json`) for whoever
+/// wonders why two entries differ; an unverified entry already there is verified now (its mark
+/// goes). Returns where the wheel now is.
 pub fn store(cache: &Path, key: &WheelKey, inputs: &serde_json::Value, wheel: &Path) -> std::io::Result<PathBuf> {
-    let dir = key.dir(cache);
+    if let Some(existing) = lookup(cache, key) {
+        match std::fs::remove_file(key.dir(cache).join(UNVERIFIED)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => return Ok(existing),
+        }
+    }
+    put(cache, key, inputs, wheel, None)
+}
+
+/// Keeps a wheel that built but failed verification for a reason outside it (`why`), marked
+/// unverified. An entry already there (verified or not) stays as it is. Returns where the
+/// wheel now is.
+pub fn store_unverified(
+    cache: &Path,
+    key: &WheelKey,
+    inputs: &serde_json::Value,
+    wheel: &Path,
+    why: &str,
+) -> std::io::Result<PathBuf> {
     if let Some(existing) = lookup(cache, key) {
         return Ok(existing);
     }
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mark = Unverified {
+        why: why.to_string(),
+        since,
+    };
+    put(cache, key, inputs, wheel, Some(&mark))
+}
+
+/// Removes an unverified entry (its wheel failed in its own files after all); a verified entry
+/// is left alone.
+pub fn forget_unverified(cache: &Path, key: &WheelKey) -> std::io::Result<()> {
+    let dir = key.dir(cache);
+    if !dir.join(UNVERIFIED).exists() {
+        return Ok(());
+    }
+    std::fs::remove_dir_all(dir)
+}
+
+/// Every unverified entry in the cache: its wheel and why it is unverified.
+pub fn unverified(cache: &Path) -> Vec<(PathBuf, Unverified)> {
+    let shards = std::fs::read_dir(cache.join("wheels")).into_iter().flatten().flatten();
+    let mut out: Vec<(PathBuf, Unverified)> = shards
+        .flat_map(|s| std::fs::read_dir(s.path()).into_iter().flatten().flatten())
+        .filter_map(|e| {
+            let mark = mark_of(&e.path())?;
+            let wheel = std::fs::read_dir(e.path())
+                .ok()?
+                .filter_map(|f| f.ok().map(|f| f.path()))
+                .find(|p| p.extension().is_some_and(|x| x == "whl"))?;
+            Some((wheel, mark))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Writes the entry under a temporary name (with its mark, if any) and renames it into place.
+fn put(
+    cache: &Path,
+    key: &WheelKey,
+    inputs: &serde_json::Value,
+    wheel: &Path,
+    mark: Option<&Unverified>,
+) -> std::io::Result<PathBuf> {
+    let dir = key.dir(cache);
     let parent = dir.parent().unwrap_or(cache);
     std::fs::create_dir_all(parent)?;
     let tmp = parent.join(format!(".{}.{}.tmp", key.0, std::process::id()));
@@ -86,6 +193,9 @@ pub fn store(cache: &Path, key: &WheelKey, inputs: &serde_json::Value, wheel: &P
         tmp.join("key.json"),
         serde_json::to_string_pretty(inputs).unwrap_or_default(),
     )?;
+    if let Some(m) = mark {
+        std::fs::write(tmp.join(UNVERIFIED), serde_json::to_vec_pretty(m).unwrap_or_default())?;
+    }
     match std::fs::rename(&tmp, &dir) {
         Ok(()) => Ok(dir.join(name)),
         // Another node stored the same entry first: theirs is as good as ours.
@@ -203,6 +313,36 @@ mod tests {
             .unwrap(),
             kept
         );
+    }
+
+    #[test]
+    fn an_unverified_wheel_is_marked_until_a_verification_passes_or_it_is_forgotten() {
+        let torch = BTreeMap::new();
+        let key = WheelKey::of(&inputs(&torch, "sha256:cc"));
+        let json = serde_json::to_value(inputs(&torch, "sha256:cc")).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let wheel = tmp.path().join("x-1.0-py3-none-any.whl");
+        std::fs::write(&wheel, b"zip").unwrap();
+        let cache = tmp.path().join("cache");
+        let why = "No module named 'six'";
+        let kept = store_unverified(&cache, &key, &json, &wheel, why).unwrap();
+        let found = find(&cache, &key).unwrap();
+        assert_eq!(found.wheel, kept);
+        assert_eq!(found.unverified.as_ref().map(|u| u.why.as_str()), Some(why));
+        assert_eq!(unverified(&cache), [(kept.clone(), found.unverified.unwrap())]);
+        // Verified now: the same entry, without its mark.
+        assert_eq!(store(&cache, &key, &json, &wheel).unwrap(), kept);
+        assert_eq!(find(&cache, &key).unwrap().unverified, None);
+        assert!(unverified(&cache).is_empty());
+        // A verified entry is neither marked again nor forgotten.
+        store_unverified(&cache, &key, &json, &wheel, why).unwrap();
+        forget_unverified(&cache, &key).unwrap();
+        assert_eq!(find(&cache, &key).unwrap().unverified, None);
+        // An unverified one is forgotten.
+        let other = WheelKey::of(&inputs(&torch, "sha256:dd"));
+        store_unverified(&cache, &other, &json, &wheel, why).unwrap();
+        forget_unverified(&cache, &other).unwrap();
+        assert_eq!(find(&cache, &other), None);
     }
 
     #[test]

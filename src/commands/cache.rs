@@ -19,7 +19,15 @@ pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
     }) = action
     else {
         let parts = cache_dir::parts(cache);
-        let doc = show::Parts { cache, parts: &parts };
+        let unverified: Vec<show::Unverified> = crate::build::wheels::unverified(cache)
+            .into_iter()
+            .map(|(wheel, u)| show::Unverified { wheel, why: u.why })
+            .collect();
+        let doc = show::Parts {
+            cache,
+            parts: &parts,
+            unverified: &unverified,
+        };
         if settings.json {
             report::json_doc(&doc);
         } else {

@@ -1,4 +1,5 @@
-//! `kiln install`: carry out the plan, verifying each component before the next; with
+//! `kiln install`: carry out the plan, verifying each component before the next, then prove the
+//! JIT of what it built or installed (unless `--no-jit-proof`); with
 //! `--locked`, pinned to a lockfile and checked against it afterwards; with `--bundle`, from a
 //! bundle, offline. Only argument handling and reporting: choosing, building and comparing live
 //! in `session`, `resolve`, `build` and `lock`.
@@ -65,12 +66,37 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
         if !settings.json && !settings.quiet {
             report::install::done(outcomes, &run.logs);
         }
-        let doc = Install::Done {
-            logs: &run.logs,
+        // What compiles its kernels at run time is proven now, as `doctor` proves it: a
+        // component that imports but cannot compile a kernel for the target is not ok.
+        let proving: Vec<&str> = outcomes
+            .iter()
+            .filter(|o| o.result == "done" && s.set.get(&o.name).is_some_and(|r| r.jit.is_some()))
+            .map(|o| o.name.as_str())
+            .collect();
+        if settings.jit_proof && !proving.is_empty() && !s.archs.is_empty() && !settings.json && !settings.quiet {
+            report::install::proving(&proving, &s.archs);
+        }
+        let jit = s.jit_after(settings, &run.report);
+        if !settings.json {
+            report::install::jit(&jit, settings.quiet);
+        }
+        let (logs, jit) = (&run.logs, &jit[..]);
+        if jit.iter().all(|v| v.ok() || v.status == "skipped") {
+            let doc = Install::Done {
+                logs,
+                timings: &timings,
+                outcomes,
+                jit,
+            };
+            return (Ok(ExitCode::SUCCESS), document(&doc));
+        }
+        let doc = Install::NotOk {
+            logs,
             timings: &timings,
             outcomes,
+            jit,
         };
-        return (Ok(ExitCode::SUCCESS), document(&doc));
+        return (Err(Failure::Reported), document(&doc));
     };
     let more = &run.report.more_failures;
     if !settings.json {

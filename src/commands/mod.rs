@@ -69,11 +69,17 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
     match command {
         Command::Doctor(t) => doctor::run(s, &t.targets),
         Command::Plan(t) => plan::run(s, &t.targets),
-        Command::Install(a) if a.locked => install::run_locked(s, &a.targets.targets, a.dry_run, &a.lock),
-        Command::Install(a) => match &a.bundle {
-            Some(bundle) => install::run_bundle(s, &a.targets.targets, a.dry_run, bundle),
-            None => install::run(s, &a.targets.targets, a.dry_run),
-        },
+        Command::Install(a) => {
+            let s = &Settings {
+                jit_proof: !a.no_jit_proof,
+                ..s.clone()
+            };
+            match &a.bundle {
+                _ if a.locked => install::run_locked(s, &a.targets.targets, a.dry_run, &a.lock),
+                Some(bundle) => install::run_bundle(s, &a.targets.targets, a.dry_run, bundle),
+                None => install::run(s, &a.targets.targets, a.dry_run),
+            }
+        }
         Command::Bundle(a) => bundle::run(s, &a.lock, &a.output, a.split.map(|b| b.as_u64()), a.no_built_wheels),
         Command::Cache(a) => cache::run(s, a.action.as_ref()),
         Command::Lock(a) => lock::run(s, &a.targets.targets, &a.output),

@@ -8,6 +8,7 @@ pub mod jit;
 pub mod machine;
 pub mod python;
 pub mod smoke;
+pub mod torch;
 
 pub use machine::MachineFacts;
 pub use python::{PythonFacts, normalize};

@@ -74,9 +74,13 @@ def try_import(name):
         }
     except BaseException as e:  # SystemExit and friends count as failures too
         tb = traceback.format_exception(type(e), e, e.__traceback__)
+        imp = isinstance(e, ImportError)
         return {
             "ok": False,
             "error": "".join(traceback.format_exception_only(type(e), e)).strip(),
+            # What an ImportError names: the module not found or not loaded, the file it tried.
+            "error_module": getattr(e, "name", None) if imp else None,
+            "error_file": getattr(e, "path", None) if imp else None,
             "traceback": "".join(tb[-6:]),
             "seconds": round(time.perf_counter() - start, 4),
         }

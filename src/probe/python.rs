@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::process::{Cmd, Exit, Next, Streamed};
 
+pub use super::torch::TorchFacts;
+
 /// The probe run inside the interpreter. Its text is part of the probe cache's key.
 pub const SCRIPT: &str = include_str!("probe.py");
 
@@ -94,33 +96,6 @@ pub struct BuildRecord {
     pub features: Vec<String>,
 }
 
-/// What decides the ABI of an extension built against torch.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TorchFacts {
-    pub version: Option<String>,
-    pub cuda: Option<String>,
-    pub git_version: Option<String>,
-    pub cxx11_abi: Option<bool>,
-    #[serde(default)]
-    pub arch_list: Option<Vec<String>>,
-}
-
-impl TorchFacts {
-    /// One line that changes whenever an extension built against torch must be rebuilt: the
-    /// version, CUDA version, git commit, C++11 ABI and compiled arch list.
-    pub fn fingerprint(&self) -> String {
-        let git = self.git_version.as_deref().unwrap_or("?");
-        let archs = self.arch_list.as_ref().map_or("?".to_string(), |a| a.join(","));
-        format!(
-            "torch {} cuda {} git {} cxx11abi {} archs {archs}",
-            self.version.as_deref().unwrap_or("?"),
-            self.cuda.as_deref().unwrap_or("none"),
-            git.chars().take(12).collect::<String>(),
-            self.cxx11_abi.map_or("?".to_string(), |b| b.to_string())
-        )
-    }
-}
-
 /// Whether one import ran.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ImportResult {
@@ -131,6 +106,16 @@ pub struct ImportResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
     pub seconds: f64,
+    /// An `ImportError`'s `name` and `path`: the module not found (or not loaded), and the file
+    /// that could not be loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_module: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_file: Option<String>,
+    /// The import never finished: kiln's time limit or a signal from outside (SIGKILL, SIGTERM,
+    /// SIGINT) ended the interpreter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub killed: bool,
 }
 
 /// Everything the probe learnt.
@@ -251,17 +236,19 @@ pub fn probe(python: &Path, imports: &[String], per_import: Duration) -> Result<
                     detail: "the probe ended without its final answer".into(),
                 });
             }
-            (Some((module, why)), _) => {
-                results.insert(
-                    module.clone(),
-                    ImportResult {
-                        ok: false,
-                        error: Some(why),
-                        traceback: None,
-                        file: None,
-                        seconds: 0.0,
-                    },
-                );
+            (Some((module, why, killed)), _) => {
+                let error = Some(why);
+                let failed = ImportResult {
+                    ok: false,
+                    error,
+                    traceback: None,
+                    file: None,
+                    seconds: 0.0,
+                    error_module: None,
+                    error_file: None,
+                    killed,
+                };
+                results.insert(module.clone(), failed);
                 remaining.retain(|m| *m != module && !done.contains(m));
             }
         }
@@ -270,8 +257,8 @@ pub fn probe(python: &Path, imports: &[String], per_import: Duration) -> Result<
 
 struct Run {
     results: BTreeMap<String, ImportResult>,
-    /// The import that hung or crashed the interpreter, and what happened.
-    stopped: Option<(String, String)>,
+    /// The import that hung or crashed the interpreter, what happened, and whether it was killed.
+    stopped: Option<(String, String, bool)>,
     final_: Option<Raw>,
 }
 
@@ -351,7 +338,7 @@ impl Heard {
             };
             let secs = self.per_import.as_secs();
             let why = format!("timed out: the import did not finish within {secs} s");
-            self.run.stopped = Some((m, why));
+            self.run.stopped = Some((m, why, true));
             return Ok(self.run);
         }
         if self.run.final_.is_some() {
@@ -376,7 +363,9 @@ impl Heard {
         } else {
             format!(": {tail}")
         };
-        self.run.stopped = Some((m, format!("crashed the interpreter ({how}){detail}")));
+        // SIGKILL (the OOM killer), SIGTERM, SIGINT: sent from outside, not a crash of its own.
+        let killed = matches!(ended.exit, Exit::Signal(9 | 15 | 2));
+        self.run.stopped = Some((m, format!("crashed the interpreter ({how}){detail}"), killed));
         Ok(self.run)
     }
 }
@@ -441,51 +430,10 @@ mod tests {
             f.imports["kiln_no_such_module"].error.as_deref(),
             Some("ModuleNotFoundError: No module named 'kiln_no_such_module'")
         );
-        assert!(f.python.version.starts_with('3'));
-    }
-}
-
-#[cfg(test)]
-mod fingerprint_tests {
-    use super::*;
-
-    #[test]
-    fn torch_fingerprint_changes_with_each_abi_fact() {
-        let base = TorchFacts {
-            version: Some("2.14.1+cu130".into()),
-            cuda: Some("13.0".into()),
-            git_version: Some("0123456789abcdef0123".into()),
-            cxx11_abi: Some(true),
-            arch_list: Some(vec!["sm_90".into(), "sm_120".into()]),
-        };
         assert_eq!(
-            base.fingerprint(),
-            "torch 2.14.1+cu130 cuda 13.0 git 0123456789ab cxx11abi true archs sm_90,sm_120"
+            f.imports["kiln_no_such_module"].error_module.as_deref(),
+            Some("kiln_no_such_module")
         );
-        let variants = [
-            TorchFacts {
-                version: Some("2.15.0+cu132".into()),
-                ..base.clone()
-            },
-            TorchFacts {
-                cuda: Some("13.2".into()),
-                ..base.clone()
-            },
-            TorchFacts {
-                git_version: Some("ffff".into()),
-                ..base.clone()
-            },
-            TorchFacts {
-                cxx11_abi: Some(false),
-                ..base.clone()
-            },
-            TorchFacts {
-                arch_list: Some(vec!["sm_90".into()]),
-                ..base.clone()
-            },
-        ];
-        for v in variants {
-            assert_ne!(v.fingerprint(), base.fingerprint());
-        }
+        assert!(f.python.version.starts_with('3'));
     }
 }

@@ -1,5 +1,5 @@
-//! `kiln cache` and `kiln cache clean`: the cache's parts with their sizes, and what cleaning
-//! freed. It deliberately ignores what is inside an entry.
+//! `kiln cache` and `kiln cache clean`: the cache's parts with their sizes, the wheels that are
+//! built but unverified, and what cleaning freed. It deliberately ignores what is inside an entry.
 
 use std::path::Path;
 
@@ -13,6 +13,17 @@ use crate::cache_dir::Part;
 pub struct Parts<'a> {
     pub cache: &'a Path,
     pub parts: &'a [Part],
+    /// Wheels that built but never passed verification (a failure outside them): the next
+    /// install verifies them again instead of compiling.
+    pub unverified: &'a [Unverified],
+}
+
+/// One built-but-unverified wheel in the wheel cache.
+#[derive(Debug, Serialize)]
+pub struct Unverified {
+    pub wheel: std::path::PathBuf,
+    /// The failure outside the wheel that stopped its verification.
+    pub why: String,
 }
 
 /// What `kiln cache clean --json` prints (through [`super::json_doc`]).
@@ -39,6 +50,12 @@ pub fn parts(p: &Parts) {
     }
     let total: u64 = p.parts.iter().map(|p| p.bytes).sum();
     println!("  total    {:>10}", megabytes(total));
+    if !p.unverified.is_empty() {
+        println!("built but unverified (the next install verifies them again instead of compiling):");
+        for u in p.unverified {
+            println!("  {}\n    why: {}", u.wheel.display(), u.why);
+        }
+    }
 }
 
 /// What cleaning freed, for a person.

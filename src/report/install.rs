@@ -1,7 +1,8 @@
-//! `kiln install`: what was built, installed and verified (or what failed, the command, its
-//! log and how the environment was put back), and with `--locked` how the result compares with
-//! the lock. [`Install`] is the `--json` document. It deliberately ignores progress while the
-//! build runs (that is [`super::progress`]).
+//! `kiln install`: what was built, installed and verified, and the JIT verdicts after it (or
+//! what failed, the command, its log, how the environment was put back and what became of the
+//! wheel), and with `--locked` how the result compares with the lock. [`Install`] is the
+//! `--json` document. It deliberately ignores progress while the build runs (that is
+//! [`super::progress`]).
 
 use std::path::Path;
 
@@ -10,6 +11,7 @@ use serde::Serialize;
 use crate::build::{BuildFailure, Outcome};
 use crate::lock::Difference;
 use crate::resolve::{Plan, Step};
+use crate::session::JitVerdict;
 
 /// What `kiln install --json` prints (as its [`document`]).
 #[derive(Debug, Serialize)]
@@ -21,12 +23,23 @@ pub enum Install<'a> {
     /// Every component was ok already.
     #[serde(rename = "nothing to do")]
     NothingToDo { built: usize, steps: &'a [Step] },
-    /// Every step was carried out and verified.
+    /// Every step was carried out and verified (and each JIT proof passed or was skipped).
     #[serde(rename = "ok")]
     Done {
         logs: &'a Path,
         timings: &'a Path,
         outcomes: &'a [Outcome],
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        jit: &'a [JitVerdict],
+    },
+    /// Every step was carried out and verified, but a JIT proof says a component cannot compile
+    /// its kernels for a target arch (see `jit`). Nothing was rolled back.
+    #[serde(rename = "not ok")]
+    NotOk {
+        logs: &'a Path,
+        timings: &'a Path,
+        outcomes: &'a [Outcome],
+        jit: &'a [JitVerdict],
     },
     /// A step failed; the environment was put back for it.
     #[serde(rename = "failed")]
@@ -55,6 +68,9 @@ pub struct Failed<'a> {
     pub causes: Option<&'a [String]>,
     pub restored: &'a crate::build::failure::Restored,
     pub hint: Option<&'a crate::build::failure::Hint>,
+    /// For a wheel that failed verification: whose fault it was and whether it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<&'a crate::build::WheelFate>,
 }
 
 impl<'a> Failed<'a> {
@@ -71,6 +87,7 @@ impl<'a> Failed<'a> {
             causes: c.map(|c| c.causes.as_slice()),
             restored: &f.restored,
             hint: f.hint.as_ref(),
+            wheel: f.wheel.as_deref(),
         }
     }
 }
@@ -129,6 +146,39 @@ pub fn done(outcomes: &[Outcome], logs: &Path) {
     );
 }
 
+/// Before the JIT proofs after an install (they compile, so they take a while).
+pub fn proving(names: &[&str], archs: &[crate::arch::Arch]) {
+    let archs: Vec<String> = archs.iter().map(|a| a.to_string()).collect();
+    eprintln!(
+        "kiln: proving the JIT of {} for {} (a kernel each, compiled and read back; cached)",
+        names.join(", "),
+        archs.join(", ")
+    );
+}
+
+/// The JIT verdicts after an install: what is proven on stdout, what is not ok on stderr.
+pub fn jit(verdicts: &[JitVerdict], quiet: bool) {
+    for v in verdicts {
+        let archs: Vec<String> = v.archs.iter().map(|a| a.to_string()).collect();
+        let archs = archs.join(", ");
+        match v.status {
+            "ok" if !quiet => println!("jit       {} ok for {archs}: {}", v.name, v.evidence),
+            "skipped" if !quiet => println!("note: {}: {}", v.name, v.evidence),
+            "ok" | "skipped" => {}
+            status => {
+                eprintln!(
+                    "error: {} is installed and imports, but is not ok for {archs} ({status}): {}",
+                    v.name, v.evidence
+                );
+                eprintln!(
+                    "  it stays installed; its kernels cannot compile here. Fix that and run `kiln doctor`, \
+                     or install with --no-jit-proof to leave the proof for later"
+                );
+            }
+        }
+    }
+}
+
 /// What was done before the failure (stdout), and each failure in full (stderr).
 pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
     for o in outcomes.iter().filter(|o| o.result == "done") {
@@ -158,6 +208,9 @@ pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
             }
         }
         eprintln!("  environment: {}", f.restored);
+        if let Some(w) = &f.wheel {
+            eprintln!("  wheel: {w}");
+        }
         if let Some(h) = &f.hint {
             eprintln!("\nhint: {h}");
         }

@@ -4,16 +4,22 @@
 //! script, rendered environment, toolkit, host compiler, target archs), so a second `doctor` or
 //! `install` compiles nothing. Only passing proofs are cached.
 //!
-//! It deliberately ignores what the compiled images mean for an arch (`resolve::status` judges
+//! After `install`, [`Session::jit_after`] proves the components the run built or installed,
+//! with the same cache, so the `doctor` that follows compiles nothing.
+//!
+//! It deliberately ignores what the compiled images mean for an arch (`resolve::jit` judges
 //! them with the run rules) and components that do not import: a proof cannot say more then.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::Session;
 use crate::arch::Arch;
+use crate::build::RunReport;
 use crate::probe::jit::{self, JitOutcome};
 use crate::probe::python::PythonFacts;
 use crate::probe::smoke::Script;
@@ -26,6 +32,76 @@ use crate::settings::Settings;
 
 /// A JIT compile of a few kernels is minutes on a loaded 2-core machine; an hour is a hang.
 const LIMIT: Duration = Duration::from_secs(3600);
+
+/// The JIT verdict on a component `install` built or installed, for the target archs.
+#[derive(Debug, Clone, Serialize)]
+pub struct JitVerdict {
+    pub name: String,
+    pub archs: Vec<Arch>,
+    /// `ok`; or why not: `blocked` (the proof could not run here, e.g. no toolkit), `broken`
+    /// (it failed), `wrong-arch` (it compiled for other archs); `skipped` (`--no-jit-proof`).
+    pub status: &'static str,
+    pub evidence: String,
+    /// The proof, as `doctor --json` shows it under `jit` (absent when skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof: Option<JitOutcome>,
+}
+
+impl JitVerdict {
+    pub fn ok(&self) -> bool {
+        self.status == "ok"
+    }
+}
+
+impl Session {
+    /// The JIT verdicts on the components `report`'s run built or installed whose recipe has
+    /// `[verify] jit`: each proven for the target archs on the environment the run's last
+    /// verification saw (or taken from the cache `doctor` uses; a passing proof is cached for
+    /// it). They were verified just now, so their imports run. Without `settings.jit_proof`
+    /// each is `skipped`. No target arch: nothing to prove.
+    pub fn jit_after(&self, settings: &Settings, report: &RunReport) -> Vec<JitVerdict> {
+        let Some(facts) = report.facts.as_ref().filter(|_| !self.archs.is_empty()) else {
+            return Vec::new();
+        };
+        let done = report.outcomes.iter().filter(|o| o.result == "done");
+        let mut out = Vec::new();
+        for (r, jit) in done
+            .filter_map(|o| self.set.get(&o.name))
+            .filter_map(|r| Some((r, r.jit.as_ref()?)))
+        {
+            let mut v = JitVerdict {
+                name: r.name.clone(),
+                archs: self.archs.clone(),
+                status: "skipped",
+                evidence: format!(
+                    "JIT not proven: --no-jit-proof (`kiln doctor` proves it with {})",
+                    jit.path
+                ),
+                proof: None,
+            };
+            if settings.jit_proof {
+                let outcome = prove_one(settings, r, jit, &self.python, &self.machine, &self.archs, facts);
+                let proofs = BTreeMap::from([(r.name.clone(), outcome.clone())]);
+                let ev = resolve::status::Evidence {
+                    set: &self.set,
+                    machine: &self.machine,
+                    python: facts,
+                    binaries: &self.binaries,
+                    archs: &self.archs,
+                    smoke: &self.smoke,
+                    smoke_archs: &self.smoke_archs,
+                    jit: &proofs,
+                };
+                if let Some((status, evidence)) = resolve::jit::verdict(r, &ev) {
+                    (v.status, v.evidence) = (status.as_str(), evidence);
+                }
+                v.proof = Some(outcome);
+            }
+            out.push(v);
+        }
+        out
+    }
+}
 
 /// Proves (or takes from the cache) the JIT of every component in `scope` that has one.
 pub(super) fn prove(

@@ -28,6 +28,7 @@ use crate::resolve::backends::{self, BackendVerdict};
 use crate::resolve::{self, Assessment};
 use crate::settings::Settings;
 
+pub use jit::JitVerdict;
 pub use run::Executed;
 
 /// Why a session could not be opened.

@@ -622,3 +622,148 @@ fn runtime_dependencies_are_installed_and_nothing_present_is_reinstalled() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("built nothing"), "{}", text(&out.stdout));
 }
+
+/// The wheel cache's entries (`wheels/<xx>/<key>`).
+fn wheel_entries(w: &World) -> Vec<std::path::PathBuf> {
+    let shards = std::fs::read_dir(w.cache.join("wheels"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    shards
+        .flat_map(|s| std::fs::read_dir(s.path()).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Issue 9: a wheel that built but failed verification because something outside it is missing
+/// (here a dependency nobody installed) is kept, unverified, and the next run installs it and
+/// verifies it again instead of compiling. A wheel that fails in its own files (an extension
+/// with an undefined symbol) is not kept.
+#[test]
+fn a_wheel_that_failed_outside_itself_is_kept_and_the_next_run_does_not_compile_it() {
+    let w = World::new();
+    w.edit(
+        "packages/kiln-fixture-cext/kiln_fixture_cext/__init__.py",
+        "VERSION = \"1.0.0\"",
+        "import kiln_fixture_dep  # from a distribution kiln does not install\n\nVERSION = \"1.0.0\"",
+    );
+    let out = w.kiln().args(["install", "--json", "fixture-cext"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let logs = std::path::PathBuf::from(v["logs"].as_str().unwrap());
+    assert!(logs.join("fixture-cext.wheel.log").is_file(), "the first run compiles");
+    let fate = v["failure"]["wheel"].as_str().unwrap();
+    assert!(fate.starts_with("kept, built but unverified, at "), "{fate}");
+    assert!(
+        fate.contains(
+            "No module named 'kiln_fixture_dep', and kiln_fixture_dep is not part of kiln_fixture_cext-1.0.0-"
+        ),
+        "{fate}"
+    );
+    let kept = std::path::PathBuf::from(
+        fate["kept, built but unverified, at ".len()..]
+            .split(": ")
+            .next()
+            .unwrap(),
+    );
+    assert!(kept.starts_with(w.cache.join("wheels")) && kept.is_file(), "{fate}");
+    assert!(
+        w.py("import kiln_fixture_cext").is_err(),
+        "the environment was rolled back"
+    );
+    // The human error says the same.
+    let out = w.kiln().args(["install", "fixture-cext"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("import kiln_fixture_cext failed: ModuleNotFoundError: No module named 'kiln_fixture_dep'"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("  wheel: kept, built but unverified, at {}", kept.display())),
+        "{err}"
+    );
+    // `kiln cache` lists it as unverified, and nothing calls it ok.
+    let cache = stdout_json(&w.kiln().args(["cache", "--json"]).output().unwrap());
+    assert_eq!(cache["unverified"][0]["wheel"], kept.display().to_string(), "{cache}");
+    assert!(
+        cache["unverified"][0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("kiln_fixture_dep")
+    );
+    let human = text(&w.kiln().arg("cache").output().unwrap().stdout);
+    assert!(
+        human.contains("built but unverified") && human.contains(&kept.display().to_string()),
+        "{human}"
+    );
+    let doctor = stdout_json(&w.kiln().args(["doctor", "--json", "fixture-cext"]).output().unwrap());
+    assert_eq!(crate::common::component(&doctor, "fixture-cext")["status"], "missing");
+
+    // The dependency appears: the kept wheel is installed and verified; nothing is compiled.
+    crate::common::stand_in(
+        &w.python,
+        &w.dir.path().join("dep"),
+        "kiln-fixture-dep",
+        "1.0",
+        "kiln_fixture_dep",
+        &[],
+    );
+    let out = w.kiln().args(["install", "--json", "fixture-cext"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["result"], "ok");
+    let o = &v["outcomes"][0];
+    assert_eq!(
+        (o["name"].as_str(), o["result"].as_str(), o["from_cache"].as_bool()),
+        (Some("fixture-cext"), Some("done"), Some(true)),
+        "{o}"
+    );
+    assert!(
+        o["note"]
+            .as_str()
+            .unwrap()
+            .contains("verified now; nothing was compiled"),
+        "{o}"
+    );
+    let logs = std::path::PathBuf::from(v["logs"].as_str().unwrap());
+    assert!(!logs.join("fixture-cext.wheel.log").exists(), "no build ran");
+    assert_eq!(w.py("import kiln_fixture_cext as c; print(c.add(2, 3))").unwrap(), "5");
+    let cache = stdout_json(&w.kiln().args(["cache", "--json"]).output().unwrap());
+    assert_eq!(cache["unverified"], serde_json::json!([]), "verified now: {cache}");
+    assert_eq!(statuses(&w)[0].1, "ok");
+
+    // A new version whose extension does not load (a symbol nothing defines): its own failure.
+    w.edit(
+        "recipes/fixture-cext.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.1.0\"",
+    );
+    w.edit(
+        "packages/kiln-fixture-cext/pyproject.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.1.0\"",
+    );
+    w.edit(
+        "packages/kiln-fixture-cext/kiln_fixture_cext/_speedups.c",
+        "static PyObject *add(",
+        "long kiln_fixture_no_such_symbol(long);\n\nstatic PyObject *add(",
+    );
+    w.edit(
+        "packages/kiln-fixture-cext/kiln_fixture_cext/_speedups.c",
+        "PyLong_FromLong(a + b)",
+        "PyLong_FromLong(kiln_fixture_no_such_symbol(a) + b)",
+    );
+    let out = w.kiln().args(["install", "fixture-cext"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("undefined symbol: kiln_fixture_no_such_symbol"), "{err}");
+    assert!(
+        err.contains("  wheel: not kept: the failure is the wheel's own ("),
+        "{err}"
+    );
+    assert!(err.contains("is the wheel's own file"), "{err}");
+    assert_eq!(wheel_entries(&w).len(), 1, "only the verified 1.0.0 wheel is cached");
+    let cache = stdout_json(&w.kiln().args(["cache", "--json"]).output().unwrap());
+    assert_eq!(cache["unverified"], serde_json::json!([]));
+    assert_eq!(w.py("import kiln_fixture_cext as c; print(c.add(2, 3))").unwrap(), "5");
+}

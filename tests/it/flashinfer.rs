@@ -1,9 +1,9 @@
 //! flashinfer for real, as a new user gets it: a fresh venv, NVIDIA's CUDA compiler from PyPI,
 //! and kiln's embedded recipes. `kiln install 'flashinfer[cutedsl]' --arch 12.0` installs torch
 //! and the CuTe DSL with their dependencies from PyPI, builds flashinfer 0.7.4 from its sdist,
-//! installs its runtime dependencies and verifies the imports; `doctor` then proves the JIT by
-//! compiling flashinfer's silu_and_mul for SM 12.0 and a CuTe DSL kernel for sm_120a, with no
-//! GPU, and reads the images back. Without a toolkit the same environment is not `ok`, and the
+//! installs its runtime dependencies, verifies the imports and proves the JIT by compiling
+//! flashinfer's silu_and_mul for SM 12.0 and a CuTe DSL kernel for sm_120a, with no GPU, and
+//! reading the images back; `doctor` then shows that proof. Without a toolkit the same environment is not `ok`, and the
 //! evidence names the toolkit. A second install builds nothing.
 //!
 //! It downloads about 3 GB from PyPI the first time (torch and the CUDA libraries; pip's cache
@@ -35,6 +35,12 @@ fn a_fresh_venv_gets_flashinfer_with_the_cute_dsl_and_a_jit_proven_for_sm120() {
     assert_eq!(
         w.py("import flashinfer; print(flashinfer.__version__)").unwrap(),
         "0.7.4"
+    );
+    // install proved the JIT of what it built (doctor below takes the proof from the cache).
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("jit       flashinfer ok for 12.0: ") && said.contains("silu_and_mul → sm_120f"),
+        "{said}"
     );
 
     let out = kiln(true)

@@ -1,7 +1,7 @@
 //! JIT proofs with a real compiler: a component whose recipe has `[verify] jit` is `ok` for an
 //! arch only once its script has compiled a kernel (here with NVIDIA's nvcc from PyPI, no GPU)
-//! and kiln has read the image back; the proof is cached; with no toolkit it is `blocked`,
-//! naming the toolkit.
+//! and kiln has read the image back; `install` runs the proof and `doctor` reuses it from the
+//! cache; with no toolkit it is `blocked`, naming the toolkit, and `install` says it is not ok.
 
 use crate::common::{World, component, cuda, stdout_json, text};
 
@@ -48,13 +48,36 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
         k
     };
 
-    let out = kiln(&["install", "fixture-jit", "--arch", "12.0"])
+    // install proves the JIT of what it built, for the target arch, and says so.
+    let out = kiln(&["install", "--json", "fixture-jit", "--arch", "12.0"])
         .env("CUDA_HOME", cuda_home)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["result"], "ok", "{doc}");
+    let verdict = &doc["jit"][0];
+    assert_eq!(
+        (&verdict["name"], &verdict["status"]),
+        (&"fixture-jit".into(), &"ok".into()),
+        "{verdict}"
+    );
+    assert!(
+        verdict["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("compiled for 12.0: axpy (sm_120) → sm_120"),
+        "{verdict}"
+    );
+    assert_eq!(
+        verdict["proof"]["kernels"][0]["files"][0]["sass"][0], "sm_120",
+        "{verdict}"
+    );
+    let runs_count = || std::fs::read_to_string(&runs).unwrap().lines().count();
+    assert_eq!(runs_count(), 1, "install ran the proof once");
 
-    // Proven for 12.0: the kernel compiled and the image read back is sm_120.
+    // Proven for 12.0: the kernel compiled and the image read back is sm_120; doctor takes the
+    // proof install made from the cache.
     let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0"])
         .env("CUDA_HOME", cuda_home)
         .output()
@@ -70,7 +93,8 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
     let proof = &doc["jit"]["fixture-jit"];
     assert_eq!(proof["outcome"], "ran", "{proof}");
     assert_eq!(proof["kernels"][0]["files"][0]["sass"][0], "sm_120", "{proof}");
-    let compiled = std::fs::read_to_string(&runs).unwrap().lines().count();
+    let compiled = runs_count();
+    assert_eq!(compiled, 1, "doctor reuses the proof install made");
 
     // Asked again: the proof comes from the cache; nothing compiles.
     let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0", "--refresh"])
@@ -114,5 +138,41 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
             .unwrap()
             .contains("compiles its kernels at run time with the CUDA toolkit (nvcc)"),
         "{c}"
+    );
+
+    // install with no toolkit: the component installs and imports, but install says it is not
+    // ok for 12.0 and why, exits 1, and leaves it installed.
+    let out = kiln(&["install", "--json", "fixture-jit", "--arch", "12.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let doc = stdout_json(&out);
+    assert_eq!(doc["result"], "not ok", "{doc}");
+    assert_eq!(doc["jit"][0]["status"], "blocked", "{doc}");
+    assert!(
+        doc["jit"][0]["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("with the CUDA toolkit (nvcc), and none was found"),
+        "{doc}"
+    );
+    w.py("import kiln_fixture_pure").unwrap();
+    let out = kiln(&["install", "fixture-jit", "--arch", "12.0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("error: fixture-jit is installed and imports, but is not ok for 12.0 (blocked): JIT not proven: "),
+        "{err}"
+    );
+    // --no-jit-proof: asked to leave the proof for later, install succeeds and says so.
+    let out = kiln(&["install", "--json", "--no-jit-proof", "fixture-jit", "--arch", "12.0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = stdout_json(&out);
+    assert_eq!(
+        (&doc["result"], &doc["jit"][0]["status"]),
+        (&"ok".into(), &"skipped".into()),
+        "{doc}"
     );
 }
