@@ -1,7 +1,8 @@
 //! kiln's cache directory as a whole: what each part holds and how big it is, and cleaning it.
 //!
 //! The parts: `sources/` (checked sdists, by sha256), `git/` (repository mirrors), `wheels/`
-//! (verified wheels by build key), `probe/` (probe results), and scratch that only helps
+//! (verified wheels by build key), `probe/` (probe results), `aot/` (modules compiled ahead of
+//! time by `install --aot`, see `build::aot_cache`), and scratch that only helps
 //! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
 //! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
 //! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
@@ -19,6 +20,10 @@ pub const PARTS: &[(&str, &str)] = &[
     ("wheels", "verified wheels, by build key"),
     ("probe", "probe results, re-checked against the environment"),
     ("jit", "JIT proofs and the kernels they compiled, by what decides them"),
+    (
+        "aot",
+        "JIT modules compiled ahead of time (install --aot), by what decides them",
+    ),
     ("work", "build trees of failed steps"),
     ("logs", "step logs, events and timings, one directory per run"),
     ("smoke", "smoke-test scratch"),

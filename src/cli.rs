@@ -181,6 +181,12 @@ pub struct InstallArgs {
     /// into the cache first
     #[arg(long, value_name = "FILE", conflicts_with = "locked")]
     pub bundle: Option<PathBuf>,
+    /// Then compile ahead of time the JIT modules a serving process would compile at its first
+    /// request (components whose recipe has [aot], e.g. flashinfer), for the target archs, into
+    /// kiln's cache (`aot/<key>`, carried by bundles) and into the environment, where the
+    /// component loads them without a compiler; checked by loading them with none reachable
+    #[arg(long, conflicts_with_all = ["locked", "bundle"])]
+    pub aot: bool,
 }
 
 #[derive(Debug, Args)]

@@ -12,10 +12,12 @@ use std::path::{Path, PathBuf};
 
 use super::failure::{BuildFailure, Restored, StepError};
 use super::install::Backup;
+use super::owned::{self, Added, Content, listed_with};
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
 use super::{Context, Phase, Reporter, source, wheels};
 use crate::probe::normalize;
 use crate::probe::python::{self, PythonFacts};
+use crate::probe::runtime;
 use crate::recipe::Recipe;
 use crate::resolve::{Plan, Step};
 
@@ -56,6 +58,7 @@ pub(super) fn commit(
     // every kiln-managed distribution pinned by the constraints.
     let log = log_of(cx, step, Phase::Install);
     let to_install = std::slice::from_ref(&p.to_install);
+    let mut runtime: Option<Added> = None;
     let verified = cx
         .installer
         .install(&cx.python, to_install, false, None, p.index_url.as_deref())
@@ -69,6 +72,8 @@ pub(super) fn commit(
         })
         .map_err(|e| BuildFailure::of_command(&step.name, Phase::Install, e))
         .and_then(|()| {
+            // Before the verification, so that its imports run with the run-time defaults.
+            runtime = write_runtime(step, cx, &dist).map_err(|e| fail(Phase::Install, e))?;
             reporter.phase(step, Phase::Verify, &r.imports.join(", "));
             let facts = verify(step, r, plan, cx)?;
             record(step, r, plan, cx, &facts, &dist, &p).map(|()| facts)
@@ -77,6 +82,9 @@ pub(super) fn commit(
         Ok(facts) => facts,
         Err(mut f) => {
             reporter.phase(step, Phase::Restore, "putting the environment back");
+            if let Some(added) = &runtime {
+                added.undo();
+            }
             let log = log_of(cx, step, Phase::Restore);
             let _ = cx.installer.uninstall(&cx.python, &dist).run_logged(&log);
             f.restored = put_back(&dist, backup.as_ref(), &log);
@@ -93,6 +101,35 @@ pub(super) fn commit(
         note: p.note,
         facts,
     })
+}
+
+/// Writes the run-time environment file of a step with `[runtime] env` next to the distribution
+/// just installed, listed in its RECORD (so uninstalling or replacing it removes the file).
+fn write_runtime(step: &Step, cx: &Context, dist: &str) -> Result<Option<Added>, StepError> {
+    if step.runtime_env.is_empty() {
+        return Ok(None);
+    }
+    let site = site_of(cx, dist)?;
+    let info = owned::dist_info(&site, dist).ok_or_else(|| StepError::NotListed { dist: dist.to_string() })?;
+    let text = runtime::render(&step.name, &step.runtime_env);
+    let files = [(runtime::file_name(&step.name), Content::Text(&text))];
+    let context = format!("cannot write the run-time environment file into {}", site.display());
+    owned::add(&site, &info, &files)
+        .map(Some)
+        .map_err(StepError::io(context))
+}
+
+/// The site-packages directory a distribution is (or was just) installed in.
+pub(super) fn site_of(cx: &Context, dist: &str) -> Result<PathBuf, StepError> {
+    let before = cx.facts.dists.get(&normalize(dist)).and_then(|d| d.location.clone());
+    let paths = &cx.facts.python.paths;
+    let lib = |k: &str| paths.get(k).cloned().flatten();
+    [before, lib("purelib"), lib("platlib")]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::from)
+        .find(|site| owned::dist_info(site, dist).is_some())
+        .ok_or_else(|| StepError::NotListed { dist: dist.to_string() })
 }
 
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
@@ -185,20 +222,6 @@ fn record(
         std::fs::write(&record, text).map_err(io)?;
     }
     Ok(())
-}
-
-/// `record` with a line for `path` added; `None` when it lists it already.
-fn listed_with(record: &str, path: &str) -> Option<String> {
-    let line = format!("{path},,");
-    if record.lines().any(|l| l == line) {
-        return None;
-    }
-    let sep = if record.ends_with('\n') || record.is_empty() {
-        ""
-    } else {
-        "\n"
-    };
-    Some(format!("{record}{sep}{line}\n"))
 }
 
 /// Puts the backup back after the failed install was uninstalled; says what was done.

@@ -72,7 +72,7 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
         Command::Install(a) if a.locked => install::run_locked(s, &a.targets.targets, a.dry_run, &a.lock),
         Command::Install(a) => match &a.bundle {
             Some(bundle) => install::run_bundle(s, &a.targets.targets, a.dry_run, bundle),
-            None => install::run(s, &a.targets.targets, a.dry_run),
+            None => install::run(s, &a.targets.targets, a.dry_run, a.aot),
         },
         Command::Bundle(a) => bundle::run(s, &a.lock, &a.output),
         Command::Cache(a) => cache::run(s, a.action.as_ref()),
