@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 /// One entry's description.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
+    /// The key without the toolkit: a node with no toolkit (a serving node) loads the modules
+    /// but cannot say which toolkit it would compile with, so it looks entries up by this.
+    #[serde(default)]
+    pub base: String,
     pub component: String,
     pub version: String,
     /// The target archs, as kiln spells them (`12.0`).
@@ -49,6 +53,22 @@ pub fn lookup(cache: &Path, key: &str) -> Option<Manifest> {
     let dir = entry_dir(cache, key);
     let m: Manifest = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).ok()?).ok()?;
     m.modules.iter().all(|x| file_of(&dir, x).is_file()).then_some(m)
+}
+
+/// The newest complete entry whose key without the toolkit is `base`, with its key.
+pub fn lookup_base(cache: &Path, base: &str) -> Option<(String, Manifest)> {
+    let mut found: Vec<(std::time::SystemTime, String, Manifest)> = std::fs::read_dir(cache.join("aot"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let key = e.file_name().to_string_lossy().into_owned();
+            let m = lookup(cache, &key).filter(|m| m.base == base)?;
+            let t = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+            Some((t, key, m))
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    found.pop().map(|(_, k, m)| (k, m))
 }
 
 /// Stores `files` (each module with the file the compile wrote) as entry `key`.
@@ -100,6 +120,7 @@ mod tests {
 
     fn manifest(install: &str) -> Manifest {
         Manifest {
+            base: "b1".into(),
             component: "flashinfer".into(),
             version: "0.7.4".into(),
             archs: vec!["12.0".into()],
@@ -125,6 +146,8 @@ mod tests {
         assert_eq!(lookup(cache, "k1"), Some(m.clone()));
         assert_eq!(std::fs::read_to_string(file_of(&at, &m.modules[0])).unwrap(), "elf");
         assert_eq!(entries_for(cache, "flashinfer", "0.7.4"), ["aot/k1"]);
+        assert_eq!(lookup_base(cache, "b1"), Some(("k1".to_string(), m.clone())));
+        assert_eq!(lookup_base(cache, "b2"), None);
         assert!(entries_for(cache, "flashinfer", "0.7.2").is_empty());
         // A file gone from an entry: the entry is not used.
         std::fs::remove_file(file_of(&at, &m.modules[0])).unwrap();

@@ -12,8 +12,10 @@
 //! and bundles carry, and copied into the environment, listed in the distribution's RECORD.
 //!
 //! The key is a hash of what decides the binaries: component and installed version, the
-//! script, the modules, the script's environment without its job counts, the toolkit version,
-//! the host compiler and the fingerprints of the component's `abi` dependencies. Compiling runs
+//! script, the modules, the script's environment without its job counts (the arch list stays),
+//! the target archs, the host compiler, the installed versions of the component's `abi`
+//! dependencies, and the toolkit version. A node without a toolkit takes the newest entry whose
+//! inputs other than the toolkit match (its manifest's `base`): it could not compile anyway. Compiling runs
 //! the script once for all modules with `{jobs}` = min(CPUs, memory / `memory_per_job`), the
 //! builder's rule. After installing, the script runs again in check mode with no compiler
 //! reachable (`PATH` an empty directory, `CUDA_HOME` nowhere, the component's JIT disabled): each
@@ -183,21 +185,32 @@ impl Session {
             .map(|d| format!("{} {}", d.name, d.version))
             .collect();
         let tk = toolkit.map(|t| t.version.to_string());
-        let key = key(&[
+        let base = key(&[
             &r.name,
             &dist.version,
             &aot.script.text,
             &aot.modules.join(","),
             &keyed.join("\n"),
-            tk.as_deref().unwrap_or(""),
             compiler.as_deref().unwrap_or(""),
             &abi.join(","),
             &archs.join(" "),
         ]);
+        // With no toolkit here, any toolkit's build of the same inputs will do: loading the
+        // modules needs none, and there is nothing to compile with anyway.
+        let cached = match &tk {
+            Some(tk) => {
+                let k = key(&[&base, tk]);
+                aot_cache::lookup(&settings.cache_dir, &k).map(|m| (k, m))
+            }
+            None => aot_cache::lookup_base(&settings.cache_dir, &base),
+        };
+        let key = cached
+            .as_ref()
+            .map_or_else(|| key(&[&base, tk.as_deref().unwrap_or("")]), |(k, _)| k.clone());
         out.key = Some(key.clone());
         let scratch = settings.cache_dir.join("work").join(format!("aot-{}-{key}", r.name));
-        let manifest = match aot_cache::lookup(&settings.cache_dir, &key) {
-            Some(m) => {
+        let manifest = match cached {
+            Some((_, m)) => {
                 out.from_cache = true;
                 m
             }
@@ -233,6 +246,7 @@ impl Session {
                     });
                 }
                 let m = Manifest {
+                    base: base.clone(),
                     component: r.name.clone(),
                     version: dist.version.clone(),
                     archs: archs.clone(),
@@ -290,7 +304,13 @@ impl Session {
             python: self.python.display().to_string(),
         };
         let version = manifest.version.as_str();
-        let run_env = resolve::plan::runtime_env(r, Some(version), &self.machine, &opts)?;
+        // With no toolkit an arch spelling such as `{arch.flashinfer}` cannot be rendered; then
+        // the run-time file is left as it is (nothing here could compile with it anyway).
+        let run_env = match resolve::plan::runtime_env(r, Some(version), &self.machine, &opts) {
+            Ok(e) => e,
+            Err(_) if self.machine.cuda_toolkit.is_none() => Default::default(),
+            Err(e) => return Err(e),
+        };
         let pth = runtime::render(&r.name, &run_env);
         let record = Installed {
             key: key.to_string(),
