@@ -194,8 +194,10 @@ fn warm_cache_loads_without_a_compiler(w: &World) {
             "12.0",
             "--aot",
         ])
+        .env("CUDA_HOME", cuda())
         .output()
         .unwrap();
     let doc = stdout_json(&out);
+    assert!(out.status.success(), "{doc}");
     assert_eq!(doc["aot"][0]["from_cache"], true, "{doc}");
 }
