@@ -3,7 +3,8 @@
 //! The parts: `sources/` (checked sdists, by sha256), `git/` (repository mirrors), `wheels/`
 //! (wheels by build key: verified, or kept unverified after a failure outside them),
 //! `wheelhouse/` (third-party wheels that offline installs take: build requirements and runtime
-//! dependencies, filled by `kiln bundle`), `probe/` (probe results), and scratch that only helps
+//! dependencies, filled by `kiln bundle`), `probe/` (probe results), `aot/` (modules compiled
+//! ahead of time by `install --aot`, see `build::aot_cache`), and scratch that only helps
 //! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
 //! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
 //! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
@@ -25,6 +26,10 @@ pub const PARTS: &[(&str, &str)] = &[
     ),
     ("probe", "probe results, re-checked against the environment"),
     ("jit", "JIT proofs and the kernels they compiled, by what decides them"),
+    (
+        "aot",
+        "JIT modules compiled ahead of time (install --aot), by what decides them",
+    ),
     ("work", "build trees of failed steps"),
     ("logs", "step logs, events and timings, one directory per run"),
     ("smoke", "smoke-test scratch"),

@@ -203,6 +203,12 @@ pub struct InstallArgs {
     /// kernels are compiled elsewhere): install exits 0 and says the JIT is not proven
     #[arg(long)]
     pub no_jit_proof: bool,
+    /// Then compile ahead of time the JIT modules a serving process would compile at its first
+    /// request (components whose recipe has [aot], e.g. flashinfer), for the target archs, into
+    /// kiln's cache (`aot/<key>`, carried by bundles) and into the environment, where the
+    /// component loads them without a compiler; checked by loading them with none reachable
+    #[arg(long, conflicts_with_all = ["locked", "bundle"])]
+    pub aot: bool,
 }
 
 #[derive(Debug, Args)]

@@ -16,10 +16,12 @@ use std::path::{Path, PathBuf};
 use super::blame::{self, Blame, Fault};
 use super::failure::{BuildFailure, Restored, StepError, WheelFate};
 use super::install::Backup;
+use super::owned::{self, Added, Content, listed_with};
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
 use super::{Context, Phase, Reporter, source, wheels};
 use crate::probe::normalize;
 use crate::probe::python::{self, PythonFacts};
+use crate::probe::runtime;
 use crate::recipe::Recipe;
 use crate::resolve::{Plan, Step};
 
@@ -55,10 +57,14 @@ pub(super) fn commit(
     } else {
         None
     };
-    let facts = match install_and_verify(step, r, plan, cx, &p, constraints.as_deref(), reporter) {
+    let mut runtime: Option<Added> = None;
+    let facts = match install_and_verify(step, r, plan, cx, &p, constraints.as_deref(), &mut runtime, reporter) {
         Ok(facts) => facts,
         Err((mut f, fault)) => {
             reporter.phase(step, Phase::Restore, "putting the environment back");
+            if let Some(added) = &runtime {
+                added.undo();
+            }
             let log = log_of(cx, step, Phase::Restore);
             let _ = cx.installer.uninstall(&cx.python, &dist).run_logged(&log);
             f.restored = put_back(&dist, backup.as_ref(), &log);
@@ -91,6 +97,7 @@ fn install_and_verify(
     cx: &Context,
     p: &Prepared,
     constraints: Option<&Path>,
+    runtime: &mut Option<Added>,
     reporter: &dyn Reporter,
 ) -> Result<PythonFacts, Failed> {
     // The wheel itself replaces what is there; its runtime dependencies are then added only where
@@ -112,11 +119,42 @@ fn install_and_verify(
                 (failed(e), Some(Box::new(Fault::Outside(why))))
             })?;
     }
+    let dist = r.dist.as_deref().unwrap_or(&r.name);
+    // Before the verification, so that its imports run with the run-time defaults.
+    *runtime = write_runtime(step, cx, dist).map_err(|e| (BuildFailure::new(&step.name, Phase::Install, e), None))?;
     reporter.phase(step, Phase::Verify, &r.imports.join(", "));
     let facts = verify(step, r, plan, cx).map_err(|(f, fault)| (f, Some(fault)))?;
-    let dist = r.dist.as_deref().unwrap_or(&r.name);
     record(step, r, plan, cx, &facts, dist, p).map_err(|f| (f, None))?;
     Ok(facts)
+}
+
+/// Writes the run-time environment file of a step with `[runtime] env` next to the distribution
+/// just installed, listed in its RECORD (so uninstalling or replacing it removes the file).
+fn write_runtime(step: &Step, cx: &Context, dist: &str) -> Result<Option<Added>, StepError> {
+    if step.runtime_env.is_empty() {
+        return Ok(None);
+    }
+    let site = site_of(cx, dist)?;
+    let info = owned::dist_info(&site, dist).ok_or_else(|| StepError::NotListed { dist: dist.to_string() })?;
+    let text = runtime::render(&step.name, &step.runtime_env);
+    let files = [(runtime::file_name(&step.name), Content::Text(&text))];
+    let context = format!("cannot write the run-time environment file into {}", site.display());
+    owned::add(&site, &info, &files)
+        .map(Some)
+        .map_err(StepError::io(context))
+}
+
+/// The site-packages directory a distribution is (or was just) installed in.
+pub(super) fn site_of(cx: &Context, dist: &str) -> Result<PathBuf, StepError> {
+    let before = cx.facts.dists.get(&normalize(dist)).and_then(|d| d.location.clone());
+    let paths = &cx.facts.python.paths;
+    let lib = |k: &str| paths.get(k).cloned().flatten();
+    [before, lib("purelib"), lib("platlib")]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::from)
+        .find(|site| owned::dist_info(site, dist).is_some())
+        .ok_or_else(|| StepError::NotListed { dist: dist.to_string() })
 }
 
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
@@ -222,20 +260,6 @@ fn record(
         std::fs::write(&record, text).map_err(io)?;
     }
     Ok(())
-}
-
-/// `record` with a line for `path` added; `None` when it lists it already.
-fn listed_with(record: &str, path: &str) -> Option<String> {
-    let line = format!("{path},,");
-    if record.lines().any(|l| l == line) {
-        return None;
-    }
-    let sep = if record.ends_with('\n') || record.is_empty() {
-        ""
-    } else {
-        "\n"
-    };
-    Some(format!("{record}{sep}{line}\n"))
 }
 
 /// Puts the backup back after the failed install was uninstalled; says what was done.

@@ -18,11 +18,13 @@
 //! ignores choosing versions and deciding what needs building (that is the plan's job): it
 //! carries out the steps it is given.
 
+pub mod aot_cache;
 mod blame;
 mod commit;
 pub mod events;
 pub mod failure;
 pub mod install;
+pub mod owned;
 mod queue;
 pub mod schedule;
 pub mod source;

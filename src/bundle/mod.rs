@@ -1,6 +1,7 @@
 //! Bundles: one archive that provisions an air-gapped node. It holds a lockfile and, from kiln's
 //! cache, what reproducing it needs: the sdists and git mirrors of the locked sources, the
-//! verified wheels the lock names (found by their sha256) and a wheelhouse of the third-party
+//! verified wheels the lock names (found by their sha256), the modules `install --aot` compiled
+//! for the locked versions (`aot/<key>`), and a wheelhouse of the third-party
 //! wheels that building and installing them offline needs ([`wheelhouse`]). `kiln install
 //! --bundle FILE` unpacks it into the cache and installs offline; a wheel whose cache key matches
 //! on the target (same Python, archs, toolkit, torch) is installed as is, anything else is built
@@ -88,6 +89,12 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
                 comp.name, comp.source
             )),
         }
+        // Modules compiled ahead of time (`install --aot`) for this version, as they are.
+        c.entries.extend(crate::build::aot_cache::entries_for(
+            cache,
+            &comp.name,
+            comp.public_version(),
+        ));
         if let Some(sha) = &comp.wheel_sha256 {
             match wheels.iter().find(|(_, s)| s == sha) {
                 Some((dir, _)) => c.entries.push(dir.clone()),
@@ -275,8 +282,9 @@ fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
     if !lock.is_file() {
         return Err(BundleError::NotABundle(bundle.to_path_buf()));
     }
-    // sources/<sha>, git/<hash>, wheels/<xx>/<key>: move each into the cache unless present.
-    for (top, depth) in [("sources", 1), ("git", 1), ("wheels", 2)] {
+    // sources/<sha>, git/<hash>, wheels/<xx>/<key>, aot/<key>: move each into the cache unless
+    // present.
+    for (top, depth) in [("sources", 1), ("git", 1), ("wheels", 2), ("aot", 1)] {
         let root = dir.join(top);
         for found in entries_at(&root, depth).into_iter().filter(|p| p.is_dir()) {
             let rel = found.strip_prefix(&root).unwrap_or(&found).to_path_buf();

@@ -46,7 +46,8 @@ pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
     };
     let mut parts: Vec<&str> = cache_dir::SCRATCH.to_vec();
     if *wheels || *all {
-        parts.push("wheels");
+        // Modules compiled ahead of time are compiled output like wheels.
+        parts.extend(["wheels", "aot"]);
     }
     if *sources || *all {
         parts.extend(["sources", "git"]);

@@ -15,6 +15,7 @@ pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
         backends: s.backends(),
         binaries: doctor::binaries(&s.binaries),
         jit: &s.jit,
+        runtime: s.runtime(settings),
     };
     if settings.json {
         report::json_doc(&doc);

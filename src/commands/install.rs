@@ -15,10 +15,29 @@ use crate::resolve::Plan;
 use crate::session::{Session, locked};
 use crate::settings::Settings;
 
-pub fn run(settings: &Settings, targets: &[String], dry_run: bool) -> CmdResult {
+pub fn run(settings: &Settings, targets: &[String], dry_run: bool, aot: bool) -> CmdResult {
     let s = open(settings, targets)?;
     let plan = s.plan(settings).map_err(|c| conflict(settings, &c))?;
-    let (result, doc) = carry_out(settings, &s, &plan, dry_run);
+    let (mut result, mut doc) = carry_out(settings, &s, &plan, dry_run);
+    if aot && !dry_run && result.is_ok() {
+        // The environment as the install left it (the probe cache sees the change).
+        let after = if plan.changes() > 0 {
+            open(settings, targets)?
+        } else {
+            s
+        };
+        let warmed = after.warm(settings);
+        if !settings.json && !settings.quiet {
+            report::install::aot(&warmed, &after.archs);
+        }
+        if warmed.iter().any(|w| !w.ok) {
+            if !settings.json && settings.quiet {
+                report::install::aot(&warmed, &after.archs);
+            }
+            result = Err(Failure::Reported);
+        }
+        doc["aot"] = serde_json::to_value(&warmed).unwrap_or_default();
+    }
     if settings.json {
         report::install::json(doc, None);
     }

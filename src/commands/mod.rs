@@ -77,7 +77,7 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
             match &a.bundle {
                 _ if a.locked => install::run_locked(s, &a.targets.targets, a.dry_run, &a.lock),
                 Some(bundle) => install::run_bundle(s, &a.targets.targets, a.dry_run, bundle),
-                None => install::run(s, &a.targets.targets, a.dry_run),
+                None => install::run(s, &a.targets.targets, a.dry_run, a.aot),
             }
         }
         Command::Bundle(a) => bundle::run(s, &a.lock, &a.output, a.split.map(|b| b.as_u64()), a.no_built_wheels),

@@ -7,6 +7,7 @@ pub mod cache;
 pub mod jit;
 pub mod machine;
 pub mod python;
+pub mod runtime;
 pub mod smoke;
 pub mod torch;
 

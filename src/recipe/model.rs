@@ -131,6 +131,18 @@ pub struct Jit {
     pub env: BTreeMap<String, Template>,
 }
 
+/// `[aot]`: kernels of a run-time compiler compiled ahead of time (`kiln install --aot`), so
+/// that a serving process loads them instead of compiling at its first request. The script
+/// compiles the named modules and says, for each, the file it wrote and where in site-packages
+/// the component looks for it (see `session::aot`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Aot {
+    /// The script and the environment it runs with (`[aot] script`, `[aot] env`), as for a JIT proof.
+    pub script: Jit,
+    /// The modules it compiles, by the names the script knows.
+    pub modules: Vec<String>,
+}
+
 /// How to turn the source into an installed wheel.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Build {
@@ -227,6 +239,13 @@ pub struct Recipe {
     /// (`[verify] jit`), run with no GPU needed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jit: Option<Jit>,
+    /// `[runtime] env`: what the component reads when it runs (a JIT's arch list and jobs),
+    /// installed with it as defaults every interpreter of the environment sets at start-up.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub runtime_env: BTreeMap<String, Template>,
+    /// `[aot]`: what `install --aot` compiles ahead of time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aot: Option<Aot>,
     pub features: BTreeMap<String, Feature>,
     /// The versions kiln can install, in order of preference (newest first). Without
     /// `[[versions]]` this is the one `[package] version` with `[source]`.

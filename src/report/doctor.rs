@@ -28,6 +28,9 @@ pub struct Doctor<'a> {
     /// JIT proofs by component: the kernels compiled and the images read back from them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
+    /// What a serving process gets from kiln: run-time defaults and precompiled modules.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runtime: Vec<crate::session::runtime::RuntimeReport>,
 }
 
 /// The interpreter inspected.
@@ -207,6 +210,7 @@ pub fn human(d: &Doctor) {
             println!("  {label:w$}  {:11}  {}", b.status.as_str(), b.why);
         }
     }
+    runtime_human(&d.runtime);
     let bad = d.components.iter().filter(|a| a.status != Status::Ok).count();
     println!();
     if bad == 0 {
@@ -216,6 +220,53 @@ pub fn human(d: &Doctor) {
             "{bad} of {} components not ok; `kiln plan` shows what `kiln install` would do",
             d.components.len()
         );
+    }
+}
+
+/// The run-time section: the defaults file and the precompiled modules of each component.
+fn runtime_human(reports: &[crate::session::runtime::RuntimeReport]) {
+    if reports.is_empty() {
+        return;
+    }
+    println!();
+    println!("run time");
+    for r in reports {
+        let set =
+            |e: &BTreeMap<String, String>| e.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+        let file = r.file.path.display();
+        if !r.expected.is_empty() || r.file.present {
+            let state = match (&r.file.env, r.matches) {
+                (_, true) => format!("{file} sets {}", set(&r.expected)),
+                (Some(e), false) => format!(
+                    "{file} sets {}; the recipe says {} for these archs",
+                    set(e),
+                    set(&r.expected)
+                ),
+                (None, _) if r.file.present => format!("{file} is not a file kiln wrote"),
+                (None, _) => format!(
+                    "no {file} (`kiln install {} --aot` writes it); the recipe says {}",
+                    r.component,
+                    set(&r.expected)
+                ),
+            };
+            println!("  {}  {state}", r.component);
+        }
+        if let Some(why) = &r.cannot_render {
+            println!("  {}  {why}", r.component);
+        }
+        for m in &r.aot {
+            let what = if m.present {
+                format!("[{}]", m.sass.join(" "))
+            } else {
+                "MISSING".into()
+            };
+            println!(
+                "  {}  precompiled {} {what} {}",
+                r.component,
+                m.module,
+                m.path.display()
+            );
+        }
     }
 }
 
@@ -254,6 +305,7 @@ mod tests {
             backends: Vec::new(),
             binaries: binaries(&by_dist),
             jit: &BTreeMap::new(),
+            runtime: Vec::new(),
         };
         let want = serde_json::json!({
             "machine": {

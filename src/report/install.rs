@@ -114,6 +114,41 @@ pub fn json(mut doc: serde_json::Value, lock: Option<&LockCheck>) {
     super::json(&doc);
 }
 
+/// What `install --aot` did, for a person.
+pub fn aot(outcomes: &[crate::session::aot::AotOutcome], archs: &[crate::arch::Arch]) {
+    let archs: Vec<String> = archs.iter().map(|a| a.to_string()).collect();
+    for o in outcomes {
+        let how = if o.from_cache { "from the cache" } else { "compiled" };
+        match &o.error {
+            None => println!(
+                "aot       {} for {}: {} module{} {how} ({:.1} s){}",
+                o.component,
+                archs.join(", "),
+                o.modules.len(),
+                if o.modules.len() == 1 { "" } else { "s" },
+                o.seconds,
+                o.entry
+                    .as_deref()
+                    .map(|e| format!(", kept in {}", e.display()))
+                    .unwrap_or_default()
+            ),
+            Some(e) => println!("aot       {} FAILED ({:.1} s): {e}", o.component, o.seconds),
+        }
+        for m in &o.modules {
+            println!("          {} [{}] -> {}", m.module, m.sass.join(" "), m.path.display());
+        }
+        if let Some(f) = &o.runtime_file {
+            println!("          run-time defaults: {}", f.display());
+        }
+        if o.ok {
+            println!(
+                "          checked: {} loads them as precompiled with no compiler reachable",
+                o.component
+            );
+        }
+    }
+}
+
 pub fn nothing_to_do(plan: &Plan) {
     println!(
         "nothing to do: all {} components are ok; built nothing",

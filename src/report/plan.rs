@@ -29,6 +29,9 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
         for (k, v) in &st.env() {
             println!("       {k}={v}");
         }
+        for (k, v) in &st.runtime_env {
+            println!("       at run time: {k}={v}");
+        }
     }
     let changes = plan.changes();
     println!();

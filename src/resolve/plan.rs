@@ -77,6 +77,10 @@ pub struct Step {
     /// and `jobs` among the step's fields) and what the build runs.
     #[serde(flatten)]
     pub build: Option<BuildSpec>,
+    /// `[runtime] env` rendered for the target archs and this machine: the defaults the install
+    /// writes into the environment's run-time file (`probe::runtime`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub runtime_env: BTreeMap<String, String>,
 }
 
 impl Step {
@@ -90,6 +94,7 @@ impl Step {
             version: None,
             features: features.to_vec(),
             build: None,
+            runtime_env: BTreeMap::new(),
         }
     }
 
@@ -260,7 +265,17 @@ fn change(
     if let Err(blocker) = build_blockers(r, machine, &opts.archs) {
         step.action = Action::Blocked;
         step.reason = format!("{}; cannot build: {blocker}", step.reason);
-    } else if !binary {
+        return;
+    }
+    match runtime_env(r, step.version.as_deref(), machine, opts) {
+        Ok(env) => step.runtime_env = env,
+        Err(e) => {
+            step.action = Action::Blocked;
+            step.reason = format!("{}; {e}", step.reason);
+            return;
+        }
+    }
+    if !binary {
         match build_spec(r, step.version.as_deref(), machine, opts) {
             Ok(spec) => step.build = Some(spec),
             Err(e) => {
@@ -288,15 +303,10 @@ fn change_reason(a: &Assessment, chosen: Option<&str>, replaces: bool, abi_chang
     }
 }
 
-/// The recipe's `[build]` rendered for this machine: what the build of `version` will run.
-fn build_spec(
-    r: &crate::recipe::Recipe,
-    version: Option<&str>,
-    machine: &MachineFacts,
-    opts: &PlanOptions,
-) -> Result<BuildSpec, super::spec::SpecError> {
+/// The variables a recipe's templates see for `version` on this machine (run-time paths empty).
+fn vars(r: &crate::recipe::Recipe, version: Option<&str>, machine: &MachineFacts, opts: &PlanOptions) -> Vars {
     let toolkit = machine.cuda_toolkit.as_ref();
-    let vars = Vars {
+    Vars {
         python: opts.python.clone(),
         jobs: jobs_for(r.build.memory_per_job, machine, opts.jobs),
         version: version.unwrap_or_default().to_string(),
@@ -306,8 +316,35 @@ fn build_spec(
         // Known only when the build runs: the spec keeps them as pieces.
         src: String::new(),
         wheel_dir: String::new(),
-    };
-    BuildSpec::new(&r.build, &vars)
+    }
+}
+
+/// The recipe's `[runtime] env` rendered for this machine and the target archs.
+pub fn runtime_env(
+    r: &crate::recipe::Recipe,
+    version: Option<&str>,
+    machine: &MachineFacts,
+    opts: &PlanOptions,
+) -> Result<BTreeMap<String, String>, String> {
+    let vars = vars(r, version, machine, opts);
+    r.runtime_env
+        .iter()
+        .map(|(k, t)| {
+            t.render(&vars)
+                .map(|v| (k.clone(), v))
+                .map_err(|e| format!("cannot set {k} = \"{t}\" for run time ([runtime] env): {e}"))
+        })
+        .collect()
+}
+
+/// The recipe's `[build]` rendered for this machine: what the build of `version` will run.
+fn build_spec(
+    r: &crate::recipe::Recipe,
+    version: Option<&str>,
+    machine: &MachineFacts,
+    opts: &PlanOptions,
+) -> Result<BuildSpec, super::spec::SpecError> {
+    BuildSpec::new(&r.build, &vars(r, version, machine, opts))
 }
 
 fn stuck_root(

@@ -7,11 +7,13 @@
 //! it. It deliberately ignores the terminal, argument text (it reads [`Settings`]) and how
 //! results are shown, and it never prints.
 
+pub mod aot;
 mod evidence;
 mod jit;
 pub mod locked;
 mod plan;
 mod run;
+pub mod runtime;
 pub mod targets;
 
 use std::collections::BTreeMap;

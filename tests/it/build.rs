@@ -1,7 +1,9 @@
 //! The fixture stack (pure Python, a C extension built by gcc, an app depending on both) built
 //! from source into fresh virtualenvs.
 
-use crate::common::{World, stdout_json, text};
+use std::process::Command as StdCommand;
+
+use crate::common::{World, stdout_json, step, text};
 
 fn statuses(w: &World) -> Vec<(String, String, Option<String>)> {
     let out = w.kiln().args(["doctor", "--json"]).output().unwrap();
@@ -766,4 +768,73 @@ fn a_wheel_that_failed_outside_itself_is_kept_and_the_next_run_does_not_compile_
     let cache = stdout_json(&w.kiln().args(["cache", "--json"]).output().unwrap());
     assert_eq!(cache["unverified"], serde_json::json!([]));
     assert_eq!(w.py("import kiln_fixture_cext as c; print(c.add(2, 3))").unwrap(), "5");
+
+#[test]
+fn run_time_defaults_are_installed_rolled_back_and_uninstalled_with_the_component() {
+    let w = World::new();
+    w.edit(
+        "recipes/fixture-cext.toml",
+        "[verify]",
+        "[runtime]\nenv = { KILN_FIXTURE_BUILT = \"{version}\", KILN_FIXTURE_JOBS = \"{jobs}\" }\n\n[verify]",
+    );
+    let plan = stdout_json(&w.kiln().args(["plan", "--json", "-j", "3"]).output().unwrap());
+    assert_eq!(
+        step(&plan, "fixture-cext")["runtime_env"],
+        serde_json::json!({"KILN_FIXTURE_BUILT": "1.0.0", "KILN_FIXTURE_JOBS": "3"})
+    );
+    assert!(w.kiln().args(["install", "-j", "3"]).output().unwrap().status.success());
+    let pth = w.site_packages().join("kiln-fixture-cext-env.pth");
+    assert!(pth.is_file());
+    // Every interpreter of the environment starts with the defaults; the user's value wins.
+    let read = "import os; print(os.environ['KILN_FIXTURE_BUILT'], os.environ['KILN_FIXTURE_JOBS'])";
+    assert_eq!(w.py(read).unwrap(), "1.0.0 3");
+    let mine = StdCommand::new(&w.python)
+        .args(["-c", read])
+        .env("KILN_FIXTURE_JOBS", "9")
+        .output()
+        .unwrap();
+    assert_eq!(text(&mine.stdout).trim(), "1.0.0 9");
+    // doctor reads the file back.
+    let doc = stdout_json(&w.kiln().args(["doctor", "--json", "-j", "3"]).output().unwrap());
+    let rt = &doc["runtime"][0];
+    assert_eq!(rt["component"], "fixture-cext");
+    assert_eq!(rt["file"]["present"], true);
+    assert_eq!(rt["matches"], true, "{rt}");
+
+    // 1.1.0 installs but does not import: its file is taken out and 1.0.0's put back.
+    for (file, from, to) in [
+        (
+            "recipes/fixture-cext.toml",
+            "version = \"1.0.0\"",
+            "version = \"1.1.0\"",
+        ),
+        (
+            "packages/kiln-fixture-cext/pyproject.toml",
+            "version = \"1.0.0\"",
+            "version = \"1.1.0\"",
+        ),
+        (
+            "packages/kiln-fixture-cext/kiln_fixture_cext/__init__.py",
+            "VERSION = \"1.0.0\"",
+            "VERSION = \"1.1.0\"\nraise ImportError('broken on purpose')",
+        ),
+    ] {
+        w.edit(file, from, to);
+    }
+    let out = w.kiln().args(["install", "-j", "3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(w.py(read).unwrap(), "1.0.0 3");
+
+    // Uninstalling the distribution removes the file with it (it is in RECORD).
+    let out = pip_uninstall(&w.python, "kiln-fixture-cext");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!pth.exists());
+    assert!(w.py("import os; print(os.environ.get('KILN_FIXTURE_BUILT'))").unwrap() == "None");
+}
+
+fn pip_uninstall(python: &std::path::Path, dist: &str) -> std::process::Output {
+    StdCommand::new(python)
+        .args(["-m", "pip", "uninstall", "-y", dist])
+        .output()
+        .unwrap()
 }

@@ -13,6 +13,7 @@ mod depends;
 mod doc;
 mod package;
 mod requires;
+mod runtime;
 mod source;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,7 @@ pub use versions::MAX_VERSIONS;
 
 const TOP: &[&str] = &[
     "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends", "versions",
+    "runtime", "aot",
 ];
 
 /// A file with problems: every diagnostic, and the dependencies that could be read, so that the
@@ -68,6 +70,8 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     let features = verify::features(&mut cx, root);
     let v = versions::read(&mut cx, root, package.kind, package.version, source.source);
     let backends = backends::read(&mut cx, root);
+    let runtime_env = runtime::env(&mut cx, root);
+    let aot = runtime::aot(&mut cx, root);
 
     if package.kind == Kind::Python && v.source.is_none() && !source.reported && !v.reported_no_source {
         cx.error(
@@ -109,6 +113,8 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         imports: verify.imports,
         smoke: verify.smoke,
         jit: verify.jit,
+        runtime_env,
+        aot,
         features,
         versions: v.versions,
         backends,

@@ -121,3 +121,52 @@ fn a_requirement_name_ending_in_a_dash_is_an_error_not_a_panic() {
         Some("Package name must end with an alphanumeric character, not '-'")
     );
 }
+
+#[test]
+fn runtime_env_and_aot_are_read_with_their_templates() {
+    let src = format!(
+        "{GOOD}\n[runtime]\nenv = {{ ARCHS = \"{{arch.flashinfer}}\", MAX_JOBS = \"{{jobs}}\" }}\n\n\
+         [aot]\nscript = \"aot/demo.py\"\nmodules = [\"silu_and_mul\", \"norm\"]\nenv = {{ A = \"{{arch.flashinfer}}\" }}\n"
+    );
+    let r = parse("demo.toml", &src, None).unwrap();
+    let names: Vec<&String> = r.runtime_env.keys().collect();
+    assert_eq!(names, ["ARCHS", "MAX_JOBS"]);
+    assert_eq!(r.runtime_env["MAX_JOBS"].raw(), "{jobs}");
+    let aot = r.aot.unwrap();
+    assert_eq!(aot.script.path, "aot/demo.py");
+    assert_eq!(aot.modules, ["silu_and_mul", "norm"]);
+    assert_eq!(aot.script.env["A"].raw(), "{arch.flashinfer}");
+}
+
+#[test]
+fn runtime_and_aot_problems_point_at_their_place() {
+    let src = format!(
+        "{GOOD}\n[runtime]\nenv = {{ \"BAD-NAME\" = \"x\", SRC = \"{{src}}/x\", T = \"{{arch.nope}}\", N = 3 }}\nextra = 1\n\n\
+         [aot]\nmodules = [\"ok\", \"no/slash\"]\n"
+    );
+    let errs = parse("demo.toml", &src, None).unwrap_err().diags;
+    let msgs: Vec<&str> = errs.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        msgs,
+        [
+            "unknown key `extra` in [runtime]",
+            "unknown template variable `{arch.nope}`",
+            "`runtime.env.N` must be a string, found integer",
+            "`BAD-NAME` is not an environment variable name",
+            "`{src}` exists only while a wheel builds, not when runtime.env is read",
+            "`no/slash` is not a module name",
+            "missing key `aot.script`",
+        ]
+    );
+    // Each points at its own text: file:line:col.
+    let at = |i: usize, text: &str| {
+        let d = &errs[i];
+        let line = src.lines().nth(d.line - 1).unwrap();
+        assert!(line[d.column - 1..].starts_with(text), "{}: {line}", d.message);
+    };
+    at(0, "extra");
+    at(1, "{arch.nope}");
+    at(3, "\"BAD-NAME\"");
+    at(4, "\"{src}/x\"");
+    at(5, "\"no/slash\"");
+}

@@ -181,6 +181,9 @@ fn read_smoke_scripts(
             r.jit
                 .as_mut()
                 .map(|j| ("JIT proof", &j.path, &mut j.text, j.span.clone())),
+            r.aot
+                .as_mut()
+                .map(|a| ("AOT", &a.script.path, &mut a.script.text, a.script.span.clone())),
         ];
         for (what, path, text, span) in scripts.into_iter().flatten() {
             let read = match &dir {

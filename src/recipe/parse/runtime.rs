@@ -1,0 +1,112 @@
+//! `[runtime]` and `[aot]`: what a component reads when it runs (its JIT's arch list, jobs and
+//! threads, as `env` templates) and the modules `kiln install --aot` compiles ahead of time (a
+//! script, its environment and the module names). Variable names are checked here; a template
+//! that names what exists only during a build (`{src}`, `{wheel_dir}`) is an error, since a
+//! serving process has neither. It deliberately does not read the AOT script (the recipe set
+//! does, with the other scripts) nor render anything (the plan does, for the target archs).
+
+use std::collections::BTreeMap;
+
+use super::cx::Ctx;
+use super::doc::Table;
+use crate::recipe::model::{Aot, Jit};
+use crate::recipe::template::{Part, Template, Var};
+
+const RUNTIME: &[&str] = &["env"];
+const AOT: &[&str] = &["script", "env", "modules"];
+
+/// `[runtime] env`: environment variable name -> template.
+pub(super) fn env(cx: &mut Ctx, root: Table<'_>) -> BTreeMap<String, Template> {
+    let Some(t) = cx.table(root, "runtime", "") else {
+        return BTreeMap::new();
+    };
+    cx.check_keys(t, "runtime", RUNTIME);
+    match cx.table(t, "env", "runtime") {
+        Some(env) => checked_env(cx, env, "runtime.env"),
+        None => BTreeMap::new(),
+    }
+}
+
+/// `[aot]`: the script, its environment and the modules it compiles.
+pub(super) fn aot(cx: &mut Ctx, root: Table<'_>) -> Option<Aot> {
+    let t = cx.table(root, "aot", "")?;
+    cx.check_keys(t, "aot", AOT);
+    let header = root.get("aot").and_then(|i| i.span());
+    let env = match cx.table(t, "env", "aot") {
+        Some(env) => checked_env(cx, env, "aot.env"),
+        None => BTreeMap::new(),
+    };
+    let mut modules = Vec::new();
+    for m in cx.strings(t, "modules", "aot").unwrap_or_default() {
+        let ok = !m.value.is_empty()
+            && m.value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if ok {
+            modules.push(m.value.to_string());
+        } else {
+            cx.error(
+                m.span,
+                format!("`{}` is not a module name", m.value),
+                Some("letters, digits, `_`, `-` and `.` only, e.g. `silu_and_mul`".into()),
+            );
+        }
+    }
+    if modules.is_empty() && t.contains("modules") {
+        cx.error(
+            t.get("modules").and_then(|i| i.span()),
+            "`aot.modules` must not be empty".into(),
+            None,
+        );
+    }
+    let script = cx.required(t, "script", "aot", header)?;
+    Some(Aot {
+        script: Jit {
+            path: script.value.to_string(),
+            text: String::new(),
+            span: script.span,
+            env,
+        },
+        modules,
+    })
+}
+
+/// A table of `NAME = "template"` whose names are environment variable names and whose
+/// templates name only what a running process has.
+fn checked_env(cx: &mut Ctx, t: Table<'_>, section: &str) -> BTreeMap<String, Template> {
+    let spans: BTreeMap<String, _> = t
+        .entries()
+        .into_iter()
+        .map(|e| (e.key.to_string(), (e.key_span.clone(), e.item.span())))
+        .collect();
+    let env = super::build::templates(cx, t, section);
+    let mut out = BTreeMap::new();
+    for (k, v) in env {
+        let (key_span, value_span) = spans.get(&k).cloned().unwrap_or((0..0, None));
+        let name_ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name_ok {
+            cx.error(
+                Some(key_span),
+                format!("`{k}` is not an environment variable name"),
+                Some("letters, digits and `_`, not starting with a digit".into()),
+            );
+            continue;
+        }
+        let build_only = v.parts().iter().find_map(|p| match p {
+            Part::Var(Var::Src) => Some("src"),
+            Part::Var(Var::WheelDir) => Some("wheel_dir"),
+            _ => None,
+        });
+        if let Some(name) = build_only {
+            cx.error(
+                value_span,
+                format!("`{{{name}}}` exists only while a wheel builds, not when {section} is read"),
+                Some("use {python}, {jobs}, {version}, {cuda_home} or {arch.*}".into()),
+            );
+            continue;
+        }
+        out.insert(k, v);
+    }
+    out
+}
