@@ -51,14 +51,8 @@ pub(super) fn commit(
     let installed = cx.facts.dists.get(&normalize(&dist));
     let backup = Backup::take(installed, &p.work.join("backup")).map_err(|e| fail(Phase::Install, e.into()))?;
     reporter.phase(step, Phase::Install, &format!("{} ({})", dist, cx.installer.name()));
-    let constraints = if r.install_deps {
-        let context = format!("cannot write the constraints into {}", p.work.display());
-        Some(write_constraints(cx, &dist, &p.work).map_err(|e| fail(Phase::Install, StepError::io(context)(e)))?)
-    } else {
-        None
-    };
     let mut runtime: Option<Added> = None;
-    let facts = match install_and_verify(step, r, plan, cx, &p, constraints.as_deref(), &mut runtime, reporter) {
+    let facts = match install_and_verify(step, r, plan, cx, &p, &mut runtime, reporter) {
         Ok(facts) => facts,
         Err((mut f, fault)) => {
             reporter.phase(step, Phase::Restore, "putting the environment back");
@@ -96,10 +90,22 @@ fn install_and_verify(
     plan: &Plan,
     cx: &Context,
     p: &Prepared,
-    constraints: Option<&Path>,
     runtime: &mut Option<Added>,
     reporter: &dyn Reporter,
 ) -> Result<PythonFacts, Failed> {
+    let dist = r.dist.as_deref().unwrap_or(&r.name);
+    let constraints = if r.install_deps {
+        let context = format!("cannot write the constraints into {}", p.work.display());
+        let written = write_constraints(cx, dist, &p.work).map_err(|e| {
+            (
+                BuildFailure::new(&step.name, Phase::Install, StepError::io(context)(e)),
+                None,
+            )
+        })?;
+        Some(written)
+    } else {
+        None
+    };
     // The wheel itself replaces what is there; its runtime dependencies are then added only where
     // missing (never force-reinstalled: that would reinstall torch and every CUDA library), with
     // every kiln-managed distribution pinned by the constraints.
@@ -110,7 +116,7 @@ fn install_and_verify(
         .install(&cx.python, to_install, false, None, p.index_url.as_deref())
         .run_logged(&log)
         .map_err(|e| (failed(e), None))?;
-    if let Some(cons) = constraints {
+    if let Some(cons) = constraints.as_deref() {
         cx.installer
             .install_missing(&cx.python, to_install, cons, p.index_url.as_deref())
             .run_logged(&log)
@@ -119,7 +125,6 @@ fn install_and_verify(
                 (failed(e), Some(Box::new(Fault::Outside(why))))
             })?;
     }
-    let dist = r.dist.as_deref().unwrap_or(&r.name);
     // Before the verification, so that its imports run with the run-time defaults.
     *runtime = write_runtime(step, cx, dist).map_err(|e| (BuildFailure::new(&step.name, Phase::Install, e), None))?;
     reporter.phase(step, Phase::Verify, &r.imports.join(", "));

@@ -768,6 +768,7 @@ fn a_wheel_that_failed_outside_itself_is_kept_and_the_next_run_does_not_compile_
     let cache = stdout_json(&w.kiln().args(["cache", "--json"]).output().unwrap());
     assert_eq!(cache["unverified"], serde_json::json!([]));
     assert_eq!(w.py("import kiln_fixture_cext as c; print(c.add(2, 3))").unwrap(), "5");
+}
 
 #[test]
 fn run_time_defaults_are_installed_rolled_back_and_uninstalled_with_the_component() {
