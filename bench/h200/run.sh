@@ -13,7 +13,10 @@
 #                               and cuobjdump on the modules
 #   bench/h200/run.sh cross     the same JIT modules and CuTe DSL kernels compiled for 12.0 (no
 #                               SM120 GPU here), read back by kiln and by cuobjdump; doctor
-#                               --arch 12.0; first-call latency with and without a warm cache
+#                               --arch 12.0
+#   bench/h200/run.sh aot       kiln install flashinfer --aot (offline), then the first-call
+#                               latency of silu, rmsnorm and decode: cold JIT, kiln's warm
+#                               cache, and a JIT-workspace hit, each in a fresh process
 set -uo pipefail
 K=${KILN:-$PWD/.dev/kiln}
 PY=${PY:-/opt/torch/.venv/bin/python3}
@@ -90,13 +93,15 @@ cross)
   step "kiln doctor --arch 12.0"
   timed k doctor 'flashinfer[cutedsl]' --arch 12.0 --json > "$OUT/doctor-12.0.json"
   verdicts "$OUT/doctor-12.0.json"
-  if [ -f bench/flashinfer_first_call.py ]; then
-    step "first-call latency, cold JIT cache vs kiln's warm cache"
-    timed "$PY" bench/flashinfer_first_call.py --arch 9.0 2>&1 | tail -30
-  fi
+  ;;
+aot)
+  step "kiln install flashinfer --aot --arch 9.0 (no network)"
+  timed k install flashinfer --aot --arch 9.0 --offline 2>&1 | tail -25
+  step "first-call latency: cold JIT, kiln's warm cache, JIT-workspace hit (fresh processes)"
+  timed "$PY" bench/flashinfer_first_call.py --arch 9.0a --json "$OUT/first-call.json" 2>&1 | tail -30
   ;;
 *)
-  echo "usage: $0 install|gpu|cross" >&2
+  echo "usage: $0 install|gpu|cross|aot" >&2
   exit 2
   ;;
 esac
