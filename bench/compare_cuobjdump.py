@@ -4,13 +4,25 @@ every file given; print one line per file and a summary. Exit 1 on any disagreem
 usage: python3 compare_cuobjdump.py KILN CUOBJDUMP FILE...
 """
 import json
+import re
 import subprocess
 import sys
 import time
 
 
+def cubin_images(tool, path):
+    """A bare cubin (what the CuTe DSL keeps) has no fatbin listing: `cuobjdump --list-elf` names
+    its one ELF image after its arch (`NAME.sm_120a.cubin`)."""
+    out = subprocess.run([tool, "--list-elf", path], capture_output=True, text=True).stdout
+    return set(re.findall(r"\.(sm_\d+[af]?)\.cubin$", out, flags=re.M))
+
+
 def cuobjdump_images(tool, path):
+    with open(path, "rb") as f:
+        head = f.read(4)
     out = subprocess.run([tool, path], capture_output=True, text=True).stdout
+    if head == b"\x7fELF" and "Fatbin" not in out and path.endswith(".cubin"):
+        return cubin_images(tool, path)
     images, kind = set(), None
     for line in out.splitlines():
         line = line.strip()

@@ -19,6 +19,7 @@
 #                               cache, and a JIT-workspace hit, each in a fresh process
 set -uo pipefail
 K=${KILN:-$PWD/.dev/kiln}
+PARTS=${PARTS:-.dev/parts}
 PY=${PY:-/opt/torch/.venv/bin/python3}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -44,7 +45,7 @@ timed() { # runs "$@" and prints its wall time
   "$@"
   rc=$?
   ms=$((($(date +%s%N) - s) / 1000000))
-  printf '   (%d.%03d s, exit %d)\n' $((ms / 1000)) $((ms % 1000)) "$rc"
+  printf '   (%d.%03d s, exit %d)\n' $((ms / 1000)) $((ms % 1000)) "$rc" >&2
   return "$rc"
 }
 
@@ -55,9 +56,9 @@ install)
   nvcc --version | tail -1
   "$PY" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
   "$PY" -m pip list 2>/dev/null | grep -i -E '^(flashinfer|nvidia-cutlass|apache-tvm)' || echo "  flashinfer, cutlass-dsl, tvm-ffi: not installed"
-  ls -la .dev/parts
+  ls -la "$PARTS"
   step "kiln install --bundle (this machine reaches no network)"
-  first=$(ls .dev/parts/*-of-* | head -1)
+  first=$(ls "$PARTS"/*-of-* | head -1)
   timed k install --bundle "$first" 2>&1 | tee "$OUT/install.log"
   "$PY" -m pip list 2>/dev/null | grep -i -E '^(flashinfer|nvidia-cutlass|apache-tvm|cuda-tile|nvidia-cudnn-frontend)'
   step "kiln doctor --arch 9.0"

@@ -63,7 +63,14 @@ pub fn verdict(r: &Recipe, ev: &Evidence) -> Option<(Status, String)> {
                 format!("JIT proof {} compiled {held}: no image for {arch}", jit.path),
             ));
         }
-        proven.push(format!("for {arch}: {}", here.join(", ")));
+        // Compiled and read back is what this node can prove; that the kernels run takes a GPU
+        // of the arch.
+        let untried = if ev.machine.gpus.iter().any(|g| g.arch == arch) {
+            ""
+        } else {
+            " (not run: no GPU of this arch here)"
+        };
+        proven.push(format!("for {arch}: {}{untried}", here.join(", ")));
     }
     Some((
         Status::Ok,

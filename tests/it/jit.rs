@@ -90,6 +90,8 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
         evidence.contains("JIT proof jit/nvcc.py compiled for 12.0: axpy (sm_120) → sm_120"),
         "{evidence}"
     );
+    // Compiled and read back, but no SM 12.0 GPU here to run it: the evidence says so.
+    assert!(evidence.contains("(not run: no GPU of this arch here)"), "{evidence}");
     let proof = &doc["jit"]["fixture-jit"];
     assert_eq!(proof["outcome"], "ran", "{proof}");
     assert_eq!(proof["kernels"][0]["files"][0]["sass"][0], "sm_120", "{proof}");
