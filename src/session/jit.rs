@@ -82,16 +82,7 @@ impl Session {
             if settings.jit_proof {
                 let outcome = prove_one(settings, r, jit, &self.python, &self.machine, &self.archs, facts);
                 let proofs = BTreeMap::from([(r.name.clone(), outcome.clone())]);
-                let ev = resolve::status::Evidence {
-                    set: &self.set,
-                    machine: &self.machine,
-                    python: facts,
-                    binaries: &self.binaries,
-                    archs: &self.archs,
-                    smoke: &self.smoke,
-                    smoke_archs: &self.smoke_archs,
-                    jit: &proofs,
-                };
+                let ev = self.evidence(facts, &proofs);
                 if let Some((status, evidence)) = resolve::jit::verdict(r, &ev) {
                     (v.status, v.evidence) = (status.as_str(), evidence);
                 }

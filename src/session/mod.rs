@@ -129,9 +129,13 @@ impl Session {
         backends::verdicts(&self.set, &self.machine, &self.assessments, &self.scope, &self.archs)
     }
 
-    /// The components in `scope`, judged on `facts` and this session's binaries and smoke tests.
-    fn assess(&self, facts: &PythonFacts, scope: &[(String, Vec<String>)]) -> Vec<Assessment> {
-        let evidence = resolve::status::Evidence {
+    /// What a verdict is judged on: `facts`, this session's binaries and smoke tests, and `jit`.
+    fn evidence<'a>(
+        &'a self,
+        facts: &'a PythonFacts,
+        jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
+    ) -> resolve::status::Evidence<'a> {
+        resolve::status::Evidence {
             set: &self.set,
             machine: &self.machine,
             python: facts,
@@ -139,8 +143,13 @@ impl Session {
             archs: &self.archs,
             smoke: &self.smoke,
             smoke_archs: &self.smoke_archs,
-            jit: &self.jit,
-        };
+            jit,
+        }
+    }
+
+    /// The components in `scope`, judged on `facts` and this session's binaries and smoke tests.
+    fn assess(&self, facts: &PythonFacts, scope: &[(String, Vec<String>)]) -> Vec<Assessment> {
+        let evidence = self.evidence(facts, &self.jit);
         resolve::status::assess(&evidence, scope)
     }
 }

@@ -120,25 +120,28 @@ fn warm_cache_loads_without_a_compiler(w: &World) {
         .to_string();
     std::fs::write(&toml, text_of.replace(&line, "modules = [\"silu_and_mul\"]")).unwrap();
 
-    let out = kiln_bare()
-        .arg("--python")
-        .arg(&w.python)
-        .arg("--cache-dir")
-        .arg(&w.cache)
-        .arg("--recipes")
-        .arg(&recipes)
-        .args([
-            "--no-progress",
-            "--json",
-            "install",
-            "flashinfer",
-            "--arch",
-            "12.0",
-            "--aot",
-        ])
-        .env("CUDA_HOME", cuda())
-        .output()
-        .unwrap();
+    let install_aot = || {
+        kiln_bare()
+            .arg("--python")
+            .arg(&w.python)
+            .arg("--cache-dir")
+            .arg(&w.cache)
+            .arg("--recipes")
+            .arg(&recipes)
+            .args([
+                "--no-progress",
+                "--json",
+                "install",
+                "flashinfer",
+                "--arch",
+                "12.0",
+                "--aot",
+            ])
+            .env("CUDA_HOME", cuda())
+            .output()
+            .unwrap()
+    };
+    let out = install_aot();
     let doc = stdout_json(&out);
     assert!(out.status.success(), "{doc}\n{}", text(&out.stderr));
     let aot = &doc["aot"][0];
@@ -184,25 +187,7 @@ fn warm_cache_loads_without_a_compiler(w: &World) {
     assert!(text(&out.stdout).contains("loads sm_120f"), "{}", text(&out.stdout));
 
     // Again: from the cache, nothing compiled.
-    let out = kiln_bare()
-        .arg("--python")
-        .arg(&w.python)
-        .arg("--cache-dir")
-        .arg(&w.cache)
-        .arg("--recipes")
-        .arg(&recipes)
-        .args([
-            "--no-progress",
-            "--json",
-            "install",
-            "flashinfer",
-            "--arch",
-            "12.0",
-            "--aot",
-        ])
-        .env("CUDA_HOME", cuda())
-        .output()
-        .unwrap();
+    let out = install_aot();
     let doc = stdout_json(&out);
     assert!(out.status.success(), "{doc}");
     assert_eq!(doc["aot"][0]["from_cache"], true, "{doc}");
