@@ -167,7 +167,7 @@ pub fn parse(file: &str, text: &str) -> Result<Lock, LockError> {
             text,
             e.span(),
             e.message().trim_end().to_string(),
-            Some(format!("write it again with `kiln lock`; kiln reads format {FORMAT}")),
+            format!("write it again with `kiln lock`; kiln reads format {FORMAT}"),
         )))
     })?;
     if lock.format != FORMAT {
@@ -177,9 +177,7 @@ pub fn parse(file: &str, text: &str) -> Result<Lock, LockError> {
             text,
             at,
             format!("lockfile format {} is not one this kiln reads", lock.format),
-            Some(format!(
-                "this kiln reads format {FORMAT}; write it again with `kiln lock`"
-            )),
+            format!("this kiln reads format {FORMAT}; write it again with `kiln lock`"),
         ))));
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -194,7 +192,7 @@ pub fn parse(file: &str, text: &str) -> Result<Lock, LockError> {
                 text,
                 at,
                 format!("`{}` is locked twice", c.name),
-                Some("keep one entry, or write the lock again with `kiln lock`".into()),
+                "keep one entry, or write the lock again with `kiln lock`",
             ))));
         }
     }

@@ -20,7 +20,7 @@ pub struct Diagnostic {
     pub column: usize,
     /// What is wrong.
     pub message: String,
-    /// What was expected, or how to fix it.
+    /// How to fix it: every diagnostic says (rendered as `= help:`).
     pub help: Option<String>,
     /// The source line, for rendering.
     #[serde(skip)]
@@ -37,7 +37,7 @@ impl Diagnostic {
         source: &str,
         span: Option<Range<usize>>,
         message: impl Into<String>,
-        help: Option<String>,
+        help: impl Into<String>,
     ) -> Self {
         let span = span.unwrap_or(0..0);
         let start = floor_char_boundary(source, span.start.min(source.len()));
@@ -52,7 +52,7 @@ impl Diagnostic {
             line,
             column,
             message: message.into(),
-            help,
+            help: Some(help.into()),
             source_line: source[line_start..line_end].trim_end_matches('\r').to_string(),
             width,
         }
@@ -123,17 +123,23 @@ mod tests {
     fn points_at_line_and_column_in_characters() {
         let src = "[package]\nname = \"é\"\nverison = 1\n";
         let at = src.find("verison").unwrap();
-        let d = Diagnostic::new("r.toml", src, Some(at..at + 7), "unknown key `verison`", None);
+        let d = Diagnostic::new(
+            "r.toml",
+            src,
+            Some(at..at + 7),
+            "unknown key `verison`",
+            "did you mean `version`?",
+        );
         assert_eq!((d.line, d.column), (3, 1));
         let at = src.find('"').unwrap() + 1;
-        let d = Diagnostic::new("r.toml", src, Some(at..at + 2), "x", None);
+        let d = Diagnostic::new("r.toml", src, Some(at..at + 2), "x", "y");
         assert_eq!((d.line, d.column), (2, 9));
         assert!(d.to_string().contains("2 | name = \"é\"\n  |         ^"));
     }
 
     #[test]
     fn span_past_the_end_does_not_panic() {
-        let d = Diagnostic::new("r.toml", "a", Some(10..20), "x", None);
+        let d = Diagnostic::new("r.toml", "a", Some(10..20), "x", "y");
         assert_eq!((d.line, d.column), (1, 2));
     }
 }

@@ -38,7 +38,7 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>) -
             _ => cx.error(
                 n.span,
                 format!("`{}` is not a component name with optional features", n.value),
-                Some("e.g. \"flashinfer[cutedsl]\"".into()),
+                "e.g. \"flashinfer[cutedsl]\"",
             ),
         }
     }
@@ -50,7 +50,7 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>) -
             Err(e) => cx.error(
                 c.span.clone(),
                 format!("bad CUDA version requirement `{}`", c.value),
-                Some(e.to_string()),
+                e.to_string(),
             ),
         }
         c.value.to_string()

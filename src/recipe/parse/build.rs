@@ -29,11 +29,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
     for r in cx.strings(b, "requires", "build").unwrap_or_default() {
         match requirement(r.value) {
             Ok(_) => build.requires.push(r.value.to_string()),
-            Err(e) => cx.error(
-                r.span,
-                format!("bad requirement `{}` in build.requires", r.value),
-                Some(e),
-            ),
+            Err(e) => cx.error(r.span, format!("bad requirement `{}` in build.requires", r.value), e),
         }
     }
     if let Some(env) = cx.table(b, "env", "build") {
@@ -56,7 +52,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
             cx.error(
                 b.get("wheel").and_then(|i| i.span()),
                 "`build.wheel` must not be empty".into(),
-                None,
+                "give the command that writes the wheel into {wheel_dir}, or leave `wheel` out for `pip wheel`",
             );
         }
         build.wheel = Some(args.iter().filter_map(|a| cx.template(a)).collect());
@@ -67,7 +63,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
             _ => cx.error(
                 m.span,
                 format!("bad size `{}`", m.value),
-                Some("expected a size such as `4GiB` or `512MiB`".into()),
+                "expected a size such as `4GiB` or `512MiB`",
             ),
         }
     }
@@ -85,7 +81,7 @@ fn command(cx: &mut Ctx, cmd: Item<'_>) -> Option<Vec<Template>> {
         cx.error(
             cmd.span(),
             "`build.prepare` must be an array of commands, each an array of strings".into(),
-            Some("e.g. prepare = [[\"{python}\", \"tools/use_existing_torch.py\"]]".into()),
+            "e.g. prepare = [[\"{python}\", \"tools/use_existing_torch.py\"]]",
         );
         return None;
     }
@@ -99,7 +95,7 @@ fn command(cx: &mut Ctx, cmd: Item<'_>) -> Option<Vec<Template>> {
             None => cx.error(
                 a.span(),
                 format!("a command argument must be a string, found {}", a.type_name()),
-                None,
+                "quote every argument: `[\"{python}\", \"-m\", \"...\"]`",
             ),
         }
     }

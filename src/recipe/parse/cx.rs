@@ -48,7 +48,8 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub fn error(&mut self, span: Option<Range<usize>>, message: String, help: Option<String>) {
+    /// Reports a problem at `span`; `help` says how to fix it (every recipe error has one).
+    pub fn error(&mut self, span: Option<Range<usize>>, message: String, help: impl Into<String>) {
         self.diags
             .push(Diagnostic::new(self.file, self.src, span, message, help));
     }
@@ -70,7 +71,7 @@ impl<'a> Ctx<'a> {
                 self.error(
                     Some(e.key_span),
                     format!("unknown key `{}` {place}", e.key),
-                    Some(format!("expected one of: {}", allowed.join(", "))),
+                    format!("expected one of: {}", allowed.join(", ")),
                 );
             }
         }
@@ -82,7 +83,7 @@ impl<'a> Ctx<'a> {
         self.error(
             item.span(),
             format!("`{}` must be {what}, found {got}", dotted(section, key)),
-            None,
+            format!("write `{key}` as {what}"),
         );
     }
 
@@ -132,7 +133,7 @@ impl<'a> Ctx<'a> {
                         dotted(section, key),
                         v.type_name()
                     ),
-                    None,
+                    format!("quote it: `{key} = [\"...\"]`"),
                 ),
             }
         }
@@ -148,7 +149,15 @@ impl<'a> Ctx<'a> {
         header: Option<Range<usize>>,
     ) -> Option<At<'t>> {
         if !t.contains(key) {
-            self.error(header, format!("missing key `{}`", dotted(section, key)), None);
+            let fix = format!(
+                "add `{key} = \"...\"` to {}",
+                if section.is_empty() {
+                    "the file".to_string()
+                } else {
+                    format!("[{section}]")
+                }
+            );
+            self.error(header, format!("missing key `{}`", dotted(section, key)), fix);
             return None;
         }
         self.string(t, key, section)
@@ -170,7 +179,7 @@ impl<'a> Ctx<'a> {
                 self.error(
                     span,
                     e.message,
-                    Some(format!("known variables: {}", Var::all_names().join(", "))),
+                    format!("known variables: {}", Var::all_names().join(", ")),
                 );
                 None
             }
@@ -184,7 +193,7 @@ impl<'a> Ctx<'a> {
                 self.error(
                     s.span.clone(),
                     format!("bad version requirement `{}` for {what}", s.value),
-                    Some(format!("{e}; expected something like `>=12.8`")),
+                    format!("{e}; expected something like `>=12.8`"),
                 );
                 None
             }
@@ -203,10 +212,10 @@ impl<'a> Ctx<'a> {
                 self.error(
                     s.span.clone(),
                     format!("bad version specifier `{}` for {what}", s.value),
-                    Some(format!(
+                    format!(
                         "{}; expected PEP 440 specifiers such as `>=2.7`, `==0.7.4` or `>=0.6,<0.8`",
                         first_line(&e.to_string())
-                    )),
+                    ),
                 );
                 None
             }
@@ -220,7 +229,11 @@ impl<'a> Ctx<'a> {
         for a in list {
             match a.value.parse::<crate::arch::Arch>() {
                 Ok(x) => out.push(x),
-                Err(e) => self.error(a.span, e.to_string(), None),
+                Err(e) => self.error(
+                    a.span,
+                    e.to_string(),
+                    "write an arch as `12.0`, `9.0` or `sm_120` (major.minor compute capability)",
+                ),
             }
         }
         Some(out)

@@ -48,7 +48,11 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     let doc = match doc::parse(src) {
         Ok(d) => d,
         Err(e) => {
-            cx.error(e.span, format!("invalid TOML: {}", first_line(&e.message)), None);
+            cx.error(
+                e.span,
+                format!("invalid TOML: {}", first_line(&e.message)),
+                "fix the TOML syntax here (quotes, brackets, one `key = value` per line, no key twice)",
+            );
             return Err(Rejected {
                 diags: cx.diags,
                 depends: Vec::new(),
@@ -77,14 +81,14 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         cx.error(
             Some(0..0),
             "missing table [source]".into(),
-            Some("a python component needs one of `sdist`, `git`, `path` or `wheel`".into()),
+            "a python component needs one of `sdist`, `git`, `path` or `wheel`",
         );
     }
     if package.kind == Kind::CudaToolkit && v.source.is_some() {
         cx.error(
             root.get("source").and_then(|i| i.span()),
             "a `cuda-toolkit` component has no [source]: kiln detects the toolkit, it does not install it".into(),
-            None,
+            "remove [source]",
         );
     }
 

@@ -38,7 +38,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
         cx.error(
             Some(0..0),
             "missing table [package]".into(),
-            Some("every recipe starts with [package] name = \"...\"".into()),
+            "every recipe starts with [package] name = \"...\"",
         );
         return out;
     };
@@ -52,7 +52,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
             other => cx.error(
                 k.span,
                 format!("unknown kind `{other}`"),
-                Some("expected `python` (default) or `cuda-toolkit`".into()),
+                "expected `python` (default) or `cuda-toolkit`",
             ),
         }
     }
@@ -63,17 +63,17 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
             Err(e) => cx.error(
                 v.span,
                 format!("bad version `{}`", v.value),
-                Some(format!(
+                format!(
                     "{}; expected a PEP 440 version such as `0.7.4` or `2.14.1`",
                     first_line(&e.to_string())
-                )),
+                ),
             ),
         }
     } else if out.kind == Kind::Python && !p.contains("version") && !root.contains("versions") {
         cx.error(
             header,
             "missing key `package.version`".into(),
-            Some("the version kiln installs when it must".into()),
+            "the version kiln installs when it must",
         );
     }
     if let Some(a) = cx.string(p, "accepts", "package") {
@@ -104,7 +104,7 @@ fn check_dist(cx: &mut Ctx, d: &At<'_>) {
         cx.error(
             d.span.clone(),
             format!("`{}` is not a Python distribution name", d.value),
-            Some(first_line(&e.to_string()).to_string()),
+            first_line(&e.to_string()).to_string(),
         );
     }
 }

@@ -27,7 +27,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Requires {
             Err(e) => cx.error(
                 c.span.clone(),
                 format!("bad CUDA version requirement `{}`", c.value),
-                Some(format!("{e}; expected something like `>=12.8`")),
+                format!("{e}; expected something like `>=12.8`"),
             ),
         }
         requires.cuda = Some(c.value.to_string());
@@ -64,7 +64,7 @@ fn rule(cx: &mut Ctx, t: Table<'_>, header: Option<Range<usize>>) -> Option<Rule
         cx.error(
             header.clone(),
             "a [[requires.rule]] needs `arch`: the target archs it applies to".into(),
-            None,
+            "add `arch = [\"12.0\"]`",
         );
     }
     let cuda = cx.string(t, "cuda", section);
@@ -74,7 +74,7 @@ fn rule(cx: &mut Ctx, t: Table<'_>, header: Option<Range<usize>>) -> Option<Rule
         cx.error(
             header,
             "a [[requires.rule]] needs `cuda` or `unsupported = true`".into(),
-            None,
+            "add `cuda = \">=12.8\"` (the toolkit the arch needs), or `unsupported = true` with `why`",
         );
     }
     Some(Rule {

@@ -48,7 +48,7 @@ pub(super) fn aot(cx: &mut Ctx, root: Table<'_>) -> Option<Aot> {
             cx.error(
                 m.span,
                 format!("`{}` is not a module name", m.value),
-                Some("letters, digits, `_`, `-` and `.` only, e.g. `silu_and_mul`".into()),
+                "letters, digits, `_`, `-` and `.` only, e.g. `silu_and_mul`",
             );
         }
     }
@@ -56,7 +56,7 @@ pub(super) fn aot(cx: &mut Ctx, root: Table<'_>) -> Option<Aot> {
         cx.error(
             t.get("modules").and_then(|i| i.span()),
             "`aot.modules` must not be empty".into(),
-            None,
+            "name the modules to precompile, or remove [aot]",
         );
     }
     let script = cx.required(t, "script", "aot", header)?;
@@ -89,7 +89,7 @@ fn checked_env(cx: &mut Ctx, t: Table<'_>, section: &str) -> BTreeMap<String, Te
             cx.error(
                 Some(key_span),
                 format!("`{k}` is not an environment variable name"),
-                Some("letters, digits and `_`, not starting with a digit".into()),
+                "letters, digits and `_`, not starting with a digit",
             );
             continue;
         }
@@ -102,7 +102,7 @@ fn checked_env(cx: &mut Ctx, t: Table<'_>, section: &str) -> BTreeMap<String, Te
             cx.error(
                 value_span,
                 format!("`{{{name}}}` exists only while a wheel builds, not when {section} is read"),
-                Some("use {python}, {jobs}, {version}, {cuda_home} or {arch.*}".into()),
+                "use {python}, {jobs}, {version}, {cuda_home} or {arch.*}",
             );
             continue;
         }

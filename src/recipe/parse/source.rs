@@ -74,7 +74,7 @@ pub(super) fn one(
             } else {
                 format!("[{section}] names {} sources ({})", kinds.len(), kinds.join(", "))
             },
-            Some("give exactly one of `sdist`, `git`, `path` or `wheel`".into()),
+            "give exactly one of `sdist`, `git`, `path` or `wheel`",
         );
         return Err(NotOne);
     };
@@ -94,7 +94,11 @@ fn sdist(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<Source> {
     if let Some(sha) = &sha
         && (sha.value.len() != 64 || !sha.value.bytes().all(|b| b.is_ascii_hexdigit()))
     {
-        cx.error(sha.span.clone(), "`source.sha256` must be 64 hex digits".into(), None);
+        cx.error(
+            sha.span.clone(),
+            "`source.sha256` must be 64 hex digits".into(),
+            "copy the sdist's sha256 from PyPI (the `#sha256=` of its URL in the simple index) or `sha256sum FILE`",
+        );
     }
     Some(Source::Sdist {
         url: url?.value.to_string(),
@@ -120,7 +124,7 @@ fn wheel(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<Source> {
     if let Some(r) = &req
         && let Err(e) = requirement(r.value)
     {
-        cx.error(r.span.clone(), format!("bad requirement `{}`", r.value), Some(e));
+        cx.error(r.span.clone(), format!("bad requirement `{}`", r.value), e);
     }
     let index_url = cx.string(t, "index_url", section).map(|x| x.value.to_string());
     req.map(|r| Source::Wheel {

@@ -50,7 +50,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Verify {
                 cx.error(
                     v.get("jit_env").and_then(|i| i.span()),
                     "`jit_env` without `jit`".into(),
-                    Some("name the JIT proof script with `jit = \"jit/NAME.py\"`, or drop `jit_env`".into()),
+                    "name the JIT proof script with `jit = \"jit/NAME.py\"`, or drop `jit_env`",
                 );
                 None
             }
@@ -109,7 +109,7 @@ fn module_names(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<String> {
             cx.error(
                 m.span,
                 format!("`{}` is not a Python module name", m.value),
-                Some("expected a dotted name such as `flashinfer.cute_dsl`".into()),
+                "expected a dotted name such as `flashinfer.cute_dsl`",
             );
         }
     }

@@ -62,7 +62,7 @@ pub(super) fn read(
                     cx.error(
                         Some(header.clone()),
                         format!("more than {MAX_VERSIONS} [[versions]]"),
-                        Some("keep the versions people may still need; older ones belong in another recipe".into()),
+                        "keep the versions people may still need; older ones belong in another recipe",
                     );
                 }
                 entry(cx, t, Some(header), kind, &mut out);
@@ -88,7 +88,7 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
             cx.error(
                 v.span.clone(),
                 format!("bad version `{}`", v.value),
-                Some(first_line(&e.to_string()).to_string()),
+                first_line(&e.to_string()).to_string(),
             );
             None
         }
@@ -104,7 +104,7 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
         cx.error(
             header,
             "this version names no source and the recipe has no [source]".into(),
-            Some("add `sdist`/`git`/`path`/`wheel` to the entry".into()),
+            "add `sdist`/`git`/`path`/`wheel` to the entry",
         );
     }
     let deps = match cx.table(t, "depends", "versions") {

@@ -53,7 +53,7 @@ impl<'a> World<'a> {
         r: &Recipe,
         span: Option<std::ops::Range<usize>>,
         message: String,
-        help: Option<String>,
+        help: impl Into<String>,
     ) -> Diagnostic {
         Diagnostic::new(&r.file, self.sources[r.file.as_str()], span, message, help)
     }
@@ -71,7 +71,7 @@ impl<'a> World<'a> {
                         r,
                         dep.span.clone(),
                         format!("unknown dependency `{}`", dep.name),
-                        Some(self.unknown_help(dep)),
+                        self.unknown_help(dep),
                     )),
                     Some(target) => {
                         for f in dep.features.iter().filter(|f| !target.features.contains_key(*f)) {
@@ -79,10 +79,10 @@ impl<'a> World<'a> {
                                 r,
                                 dep.span.clone(),
                                 format!("`{}` has no feature `{f}`", dep.name),
-                                Some(format!(
+                                format!(
                                     "its features: {}",
                                     target.features.keys().cloned().collect::<Vec<_>>().join(", ")
-                                )),
+                                ),
                             ));
                         }
                     }
@@ -112,7 +112,8 @@ impl<'a> World<'a> {
                             .map(|f| format!("backend `{}` needs `{need}[{f}]`, which has no such feature", b.value)),
                     };
                     if let Some(message) = problem {
-                        diags.push(self.at(r, b.span.clone(), message, None));
+                        let fix = "name a component (and feature) that a recipe defines; `kiln recipes` lists them";
+                        diags.push(self.at(r, b.span.clone(), message, fix));
                     }
                 }
             }
@@ -145,7 +146,15 @@ impl<'a> World<'a> {
                     src,
                     dep.span.clone(),
                     format!("unknown dependency `{}`", dep.name),
-                    closest(&dep.name, stems.iter()).map(|c| format!("did you mean `{c}`?")),
+                    closest(&dep.name, stems.iter()).map_or_else(
+                        || {
+                            format!(
+                                "add a recipe named `{}`, or depend on one that exists (`kiln recipes` lists them)",
+                                dep.name
+                            )
+                        },
+                        |c| format!("did you mean `{c}`?"),
+                    ),
                 ));
             }
         }
@@ -162,7 +171,7 @@ impl<'a> World<'a> {
                 first,
                 edge.and_then(|d| d.span.clone()),
                 format!("dependency cycle: {}", path.join(" -> ")),
-                Some("a component cannot depend on itself, directly or through others".into()),
+                "a component cannot depend on itself, directly or through others",
             ));
         }
     }

@@ -99,6 +99,6 @@ fn misnamed(file: &str, src: &str, r: &Recipe, stem: &str) -> Diagnostic {
         src,
         at,
         format!("component `{}` is defined in a file named `{stem}.toml`", r.name),
-        Some(format!("name the file `{}.toml`", r.name)),
+        format!("name the file `{}.toml`", r.name),
     )
 }

@@ -156,7 +156,7 @@ fn by_name(
                 src,
                 None,
                 format!("component `{}` is defined twice", pair[0].0),
-                None,
+                format!("keep one recipe named `{}`: rename or delete the other", pair[0].0),
             ));
         }
     }
@@ -200,7 +200,7 @@ fn read_smoke_scripts(
                     sources[file.as_str()],
                     span,
                     format!("{what} script `{path}` cannot be read"),
-                    Some("name a Python file relative to the recipe file".into()),
+                    "name a Python file relative to the recipe file",
                 )),
             }
         }
