@@ -50,6 +50,12 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
     for comp in &lock.components {
         let (kind, value) = comp.source.split_once(':').unwrap_or((comp.source.as_str(), ""));
         match kind {
+            // A value of another shape could name any directory (`/etc`, `../..`): the lock
+            // reader refuses it, and so does this, for a lock made some other way.
+            "sha256" if !crate::lock::is_sha256(value) => missing.push(format!(
+                "{}: `{}` is not an sdist's sha256 (64 hex digits)",
+                comp.name, comp.source
+            )),
             "sha256" => {
                 let dir = Path::new("sources").join(value);
                 if cache.join(&dir).is_dir() {
@@ -321,4 +327,47 @@ fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
             })?;
     }
     Ok(lock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::{Environment, Locked};
+
+    #[test]
+    fn a_lock_value_never_names_a_directory_outside_the_cache() {
+        let t = tempfile::tempdir().unwrap();
+        let cache = t.path().join("cache");
+        let outside = t.path().join("outside");
+        std::fs::create_dir_all(cache.join("sources")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let set = RecipeSet {
+            recipes: Default::default(),
+            origin: "test".into(),
+        };
+        for source in [format!("sha256:{}", outside.display()), "sha256:../../outside".into()] {
+            let lock = Lock {
+                format: crate::lock::FORMAT,
+                environment: Environment {
+                    python: "3.12.3".into(),
+                    platform: None,
+                    archs: Vec::new(),
+                    cuda: None,
+                },
+                components: vec![Locked {
+                    name: "x".into(),
+                    version: "1.0".into(),
+                    features: Vec::new(),
+                    source: source.clone(),
+                    wheel_sha256: None,
+                    archs: Vec::new(),
+                    cuda: None,
+                    built_against: Default::default(),
+                }],
+            };
+            let (c, missing) = contents(&lock, &set, &cache);
+            assert!(c.entries.is_empty(), "{source}: {:?}", c.entries);
+            assert_eq!(missing.len(), 1, "{source}");
+        }
+    }
 }

@@ -6,6 +6,7 @@ mod common;
 mod download;
 mod fatbin;
 mod flashinfer;
+mod integrity;
 mod jit;
 mod layers;
 mod lock;
