@@ -371,7 +371,7 @@ fn cached_download(
 }
 
 pub fn sha256_file(path: &Path) -> Result<String, SourceError> {
-    let mut f = std::fs::File::open(path).map_err(io(format!("cannot read {}", path.display())))?;
+    let mut f = archive::open_regular(path).map_err(io(format!("cannot read {}", path.display())))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {

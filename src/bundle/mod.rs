@@ -25,6 +25,7 @@ use crate::cache_dir::entries_at;
 use crate::lock::Lock;
 use crate::recipe::{RecipeSet, Source};
 
+mod check;
 pub mod parts;
 pub mod wheelhouse;
 
@@ -156,6 +157,18 @@ pub enum BundleError {
     NotABundle(PathBuf),
     #[error(transparent)]
     Parts(#[from] parts::PartsError),
+    #[error("{}: {source}", bundle.display())]
+    Lock {
+        bundle: PathBuf,
+        #[source]
+        source: crate::lock::LockError,
+    },
+    #[error("refused the bundle {}: {source}", bundle.display())]
+    Unexpected {
+        bundle: PathBuf,
+        #[source]
+        source: check::Unexpected,
+    },
 }
 
 /// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries (each a
@@ -287,6 +300,22 @@ fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
     let lock = dir.join(LOCK_IN_BUNDLE);
     if !lock.is_file() {
         return Err(BundleError::NotABundle(bundle.to_path_buf()));
+    }
+    // Only what `kiln bundle` would have written for this lock moves into the cache.
+    let refused = crate::lock::read(&lock)
+        .map_err(|source| BundleError::Lock {
+            bundle: bundle.to_path_buf(),
+            source,
+        })
+        .and_then(|l| {
+            check::check(&dir, &l, cache).map_err(|source| BundleError::Unexpected {
+                bundle: bundle.to_path_buf(),
+                source,
+            })
+        });
+    if let Err(e) = refused {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
     }
     // sources/<sha>, git/<hash>, wheels/<xx>/<key>, aot/<key>: move each into the cache unless
     // present.

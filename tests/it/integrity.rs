@@ -78,3 +78,239 @@ fn a_git_rev_that_looks_like_an_option_is_never_passed_as_one() {
     assert!(!installed(&w, "kiln_fixture_pure"), "{all}");
     assert!(all.contains("no commit, tag or branch `--orphan=x`"), "{all}");
 }
+
+/// The one wheel in the cache (`cache/wheels/<xx>/<key>/*.whl`).
+fn cached_wheel(cache: &std::path::Path) -> Option<PathBuf> {
+    let mut found = Vec::new();
+    for shard in std::fs::read_dir(cache.join("wheels")).ok()?.flatten() {
+        for entry in std::fs::read_dir(shard.path()).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+                if f.path().extension().is_some_and(|x| x == "whl") {
+                    found.push(f.path());
+                }
+            }
+        }
+    }
+    assert!(found.len() <= 1, "{found:?}");
+    found.pop()
+}
+
+/// Rewrites a wheel so that `greet` says "tampered": still a wheel pip installs.
+fn tamper(wheel: &std::path::Path) {
+    crate::common::sh(
+        wheel.parent().unwrap(),
+        &[
+            "python3",
+            "-c",
+            "import sys, zipfile\n\
+             src = sys.argv[1]\n\
+             with zipfile.ZipFile(src) as a:\n\
+             \x20   items = [(i, a.read(i.filename)) for i in a.infolist()]\n\
+             with zipfile.ZipFile(src, 'w') as b:\n\
+             \x20   for i, data in items:\n\
+             \x20       if i.filename.endswith('words.py'):\n\
+             \x20           data = b'def greet(name):\\n    return \"tampered, \" + name\\n'\n\
+             \x20       b.writestr(i, data)",
+            wheel.to_str().unwrap(),
+        ],
+    );
+}
+
+fn sha256(path: &std::path::Path) -> String {
+    crate::common::sh(path.parent().unwrap(), &["sha256sum", path.to_str().unwrap()])
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+fn greeting(python: &std::path::Path) -> Result<String, String> {
+    let out = std::process::Command::new(python)
+        .args(["-c", "from kiln_fixture_pure import greet; print(greet('x'))"])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(text(&out.stdout).trim().to_string())
+    } else {
+        Err(text(&out.stderr))
+    }
+}
+
+fn quarantined(cache: &std::path::Path) -> Vec<PathBuf> {
+    std::fs::read_dir(cache.join("quarantine"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn a_cached_wheel_that_is_not_the_one_its_hash_names_is_refused_and_moved_aside() {
+    let w = World::new();
+    w.git_pure();
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lockfile = w.dir.path().join("kiln.lock");
+    let out = w
+        .kiln()
+        .args(["lock", "fixture-pure", "-o"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let wheel = cached_wheel(&w.cache).expect("a cached wheel");
+
+    // A consistent entry (its record rewritten too) whose wheel is not the lock's: refused by
+    // the lock before it is installed, and moved aside.
+    tamper(&wheel);
+    std::fs::write(wheel.with_file_name("wheel.sha256"), sha256(&wheel)).unwrap();
+    let node = crate::common::venv(&w.dir.path().join("node"));
+    let out = w
+        .kiln_for(&node)
+        .args(["install", "--locked", "--lock"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}{err}", text(&out.stdout));
+    assert!(err.contains("is not the one the lock names"), "{err}");
+    assert!(greeting(&node).is_err(), "the tampered wheel was installed");
+    assert_eq!(quarantined(&w.cache).len(), 1, "{err}");
+    assert!(err.contains(&quarantined(&w.cache)[0].display().to_string()), "{err}");
+    assert_eq!(cached_wheel(&w.cache), None);
+
+    // The next run builds it from the locked source; a rebuild is compared field by field.
+    let out = w
+        .kiln_for(&node)
+        .args(["install", "--json", "--locked", "--lock"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = crate::common::stdout_json(&out);
+    assert_eq!(v["lock"]["reproduced"], true, "{v}");
+    assert_eq!(greeting(&node).unwrap(), "hello, x");
+
+    // A wheel changed under its entry's record: refused at use, moved aside.
+    let wheel = cached_wheel(&w.cache).expect("the rebuilt wheel is cached");
+    tamper(&wheel);
+    let other = crate::common::venv(&w.dir.path().join("other"));
+    let out = w.kiln_for(&other).args(["install", "fixture-pure"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}{err}", text(&out.stdout));
+    assert!(err.contains("is not the one its cache entry names"), "{err}");
+    assert!(greeting(&other).is_err(), "the tampered wheel was installed");
+    assert_eq!(quarantined(&w.cache).len(), 2, "{err}");
+}
+
+/// Rewrites the bundle `from` into `to`: `wheel` tampers its wheel, `extra` adds a member the
+/// lock does not name.
+fn rewrite_bundle(from: &std::path::Path, to: &std::path::Path, how: &str) {
+    crate::common::sh(
+        from.parent().unwrap(),
+        &[
+            "python3",
+            "-c",
+            "import io, sys, tarfile, zipfile\n\
+             src, dst, how = sys.argv[1:]\n\
+             def tampered(data):\n\
+             \x20   a = zipfile.ZipFile(io.BytesIO(data))\n\
+             \x20   out = io.BytesIO()\n\
+             \x20   with zipfile.ZipFile(out, 'w') as b:\n\
+             \x20       for i in a.infolist():\n\
+             \x20           d = a.read(i.filename)\n\
+             \x20           if i.filename.endswith('words.py'):\n\
+             \x20               d = b'def greet(name):\\n    return \"tampered, \" + name\\n'\n\
+             \x20           b.writestr(i, d)\n\
+             \x20   return out.getvalue()\n\
+             with tarfile.open(src) as a, tarfile.open(dst, 'w') as b:\n\
+             \x20   for m in a.getmembers():\n\
+             \x20       data = a.extractfile(m).read() if m.isfile() else None\n\
+             \x20       if how == 'wheel' and m.name.endswith('.whl'):\n\
+             \x20           data = tampered(data)\n\
+             \x20           m.size = len(data)\n\
+             \x20       b.addfile(m, io.BytesIO(data) if data is not None else None)\n\
+             \x20   if how == 'extra':\n\
+             \x20       m = tarfile.TarInfo('sources/' + 'a' * 64 + '/evil.txt')\n\
+             \x20       m.size = 4\n\
+             \x20       b.addfile(m, io.BytesIO(b'evil'))",
+            from.to_str().unwrap(),
+            to.to_str().unwrap(),
+            how,
+        ],
+    );
+}
+
+#[test]
+fn a_bundle_holds_only_what_its_lock_names_and_its_wheels_are_the_locked_ones() {
+    let w = World::new();
+    w.git_pure();
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lockfile = w.dir.path().join("kiln.lock");
+    let out = w
+        .kiln()
+        .args(["lock", "fixture-pure", "-o"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let bundle = w.dir.path().join("stack.tar");
+    let out = w
+        .kiln()
+        .args(["bundle", "--lock"])
+        .arg(&lockfile)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    for (how, says) in [
+        ("wheel", "which its kiln.lock does not name for any component"),
+        (
+            "extra",
+            "which its kiln.lock does not name (kiln bundle never writes it)",
+        ),
+    ] {
+        let hostile = w.dir.path().join(format!("{how}.tar"));
+        rewrite_bundle(&bundle, &hostile, how);
+        let node = crate::common::venv(&w.dir.path().join(format!("node-{how}")));
+        let cache = w.dir.path().join(format!("cache-{how}"));
+        let out = w
+            .kiln_elsewhere(&node, &cache)
+            .args(["install", "--bundle"])
+            .arg(&hostile)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{how}: {}{err}", text(&out.stdout));
+        assert!(err.contains(says), "{how}: {err}");
+        assert!(greeting(&node).is_err(), "{how}: installed");
+        assert_eq!(cached_wheel(&cache), None, "{how}");
+        assert!(!cache.join("sources").join("a".repeat(64)).exists(), "{how}");
+        if how == "wheel" {
+            assert_eq!(quarantined(&cache).len(), 1, "{err}");
+        }
+    }
+
+    // A cached wheel replaced by a fifo: `kiln bundle` does not wait on it forever.
+    let wheel = cached_wheel(&w.cache).unwrap();
+    std::fs::remove_file(&wheel).unwrap();
+    crate::common::sh(w.dir.path(), &["mkfifo", wheel.to_str().unwrap()]);
+    let out = w
+        .kiln()
+        .args(["bundle", "--lock"])
+        .arg(&lockfile)
+        .arg("-o")
+        .arg(w.dir.path().join("again.tar"))
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some(),
+        "kiln bundle hung on a fifo: {}",
+        text(&out.stderr)
+    );
+}

@@ -82,6 +82,22 @@ pub enum ArchiveError {
     },
 }
 
+/// Opens `path` for reading only if it is a regular file: a fifo, a device or a socket is an
+/// error, never a read that waits forever (it is opened without blocking, then looked at).
+pub fn open_regular(path: &Path) -> std::io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(f)
+}
+
 /// Unpacks `archive` into `dest` (which must not exist yet, or be an empty directory).
 pub fn unpack(archive: &Path, dest: &Path, links: Links) -> Result<(), ArchiveError> {
     let part = part_of(dest);
@@ -110,12 +126,12 @@ fn unpack_into(archive: &Path, root: &Path, links: Links) -> Result<(), ArchiveE
         source,
     };
     let mut magic = [0u8; 6];
-    let n = File::open(archive)
+    let n = open_regular(archive)
         .and_then(|mut f| read_up_to(&mut f, &mut magic))
         .map_err(read)?;
     let magic = &magic[..n];
     let mut tree = Tree::new(archive, root, links)?;
-    let file = File::open(archive).map_err(read)?;
+    let file = open_regular(archive).map_err(read)?;
     if magic.starts_with(b"PK") {
         unpack_zip(file, &mut tree)?;
     } else if magic.starts_with(&[0x1f, 0x8b]) {
