@@ -14,6 +14,7 @@
 //! not bit-for-bit reproducible, so that difference is reported as a note.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -155,10 +156,24 @@ pub enum LockError {
 
 /// Reads and checks a lockfile; a malformed one is a diagnostic at its `file:line:col`.
 pub fn read(path: &Path) -> Result<Lock, LockError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LockError::Read {
+    let err = |source| LockError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    // Opened without blocking and read only if a regular file: a fifo must not hang kiln.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(err)?;
+    if !file.metadata().map_err(err)?.is_file() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(err)?;
     parse(&path.display().to_string(), &text)
 }
 

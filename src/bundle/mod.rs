@@ -253,7 +253,7 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
             append_tree(tar, cache, &rel.join(name))?;
         }
     } else if meta.is_file() {
-        tar.append_data(&mut header, rel, File::open(&path)?)?;
+        tar.append_data(&mut header, rel, archive::open_regular(&path)?)?;
     } else {
         return Err(Appending::NotAFile(path));
     }

@@ -314,3 +314,32 @@ fn a_bundle_holds_only_what_its_lock_names_and_its_wheels_are_the_locked_ones() 
         text(&out.stderr)
     );
 }
+
+#[test]
+fn readers_refuse_a_fifo_instead_of_waiting_on_it() {
+    let t = tempfile::tempdir().unwrap();
+    let fifo = t.path().join("libkernels.so");
+    crate::common::sh(t.path(), &["mkfifo", fifo.to_str().unwrap()]);
+    let out = crate::common::kiln_bare()
+        .args(["arch", "--driver-cuda", "13.0"])
+        .arg(&fifo)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.code().is_some(), "kiln arch hung on a fifo");
+    assert!(err.contains("not a regular file"), "{}{err}", text(&out.stdout));
+    for args in [&["install", "--bundle"][..], &["install", "--locked", "--lock"][..]] {
+        let out = crate::common::kiln_bare()
+            .args(["--cache-dir"])
+            .arg(t.path().join("cache"))
+            .args(args)
+            .arg(&fifo)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?} hung or passed: {err}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+    }
+}
