@@ -343,3 +343,37 @@ fn readers_refuse_a_fifo_instead_of_waiting_on_it() {
         assert!(err.contains("not a regular file"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_build_that_prints_its_environment_leaks_no_credential_into_logs_or_events() {
+    let w = World::new();
+    let p = w.recipes.join("fixture-pure.toml");
+    let mut recipe = std::fs::read_to_string(&p).unwrap();
+    recipe.push_str(
+        "\n[build]\nprepare = [[\"{python}\", \"-c\", \"import os; print(dict(os.environ)); print('token', os.environ['HF_TOKEN'])\"]]\nenv = { UPLOAD_PASSWORD = \"pw-in-the-recipe-42\" }\n",
+    );
+    std::fs::write(&p, recipe).unwrap();
+    let out = w
+        .kiln()
+        .args(["install", "--json", "fixture-pure"])
+        .env("HF_TOKEN", "hf_sekrit_value_1234")
+        .env("MY_SERVICE_API_KEY", "key-abcdef-98765")
+        .output()
+        .unwrap();
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{all}");
+    let logs = PathBuf::from(crate::common::stdout_json(&out)["logs"].as_str().unwrap().to_string());
+    let mut seen = String::new();
+    for e in std::fs::read_dir(&logs).unwrap().flatten() {
+        seen.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+    }
+    assert!(
+        seen.contains("'HF_TOKEN': '****'"),
+        "the build printed its environment: {seen}"
+    );
+    assert!(seen.contains("token ****"), "{seen}");
+    for secret in ["hf_sekrit_value_1234", "key-abcdef-98765", "pw-in-the-recipe-42"] {
+        assert!(!seen.contains(secret), "{secret} in the logs");
+        assert!(!all.contains(secret), "{secret} in the report");
+    }
+}
