@@ -377,3 +377,21 @@ fn a_build_that_prints_its_environment_leaks_no_credential_into_logs_or_events()
         assert!(!all.contains(secret), "{secret} in the report");
     }
 }
+
+#[test]
+fn a_wheel_named_otherwise_than_the_recipes_dist_is_really_removed_again() {
+    let w = World::new();
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "dist = \"kiln-fixture-pure\"",
+        "dist = \"kiln-fixture-other\"",
+    );
+    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains("was removed again"), "{all}");
+    assert!(
+        !installed(&w, "kiln_fixture_pure"),
+        "it says removed, but it stays: {all}"
+    );
+}
