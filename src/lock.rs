@@ -14,6 +14,7 @@
 //! not bit-for-bit reproducible, so that difference is reported as a note.
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,9 @@ use crate::probe::python::{Dist, PythonFacts};
 use crate::recipe::diag::Diagnostic;
 use crate::recipe::model::Source;
 use crate::recipe::{Kind, RecipeSet};
+
+mod check;
+pub use check::{is_git_rev, is_sha256};
 
 /// The lockfile format this kiln writes and reads.
 pub const FORMAT: u32 = 1;
@@ -152,10 +156,24 @@ pub enum LockError {
 
 /// Reads and checks a lockfile; a malformed one is a diagnostic at its `file:line:col`.
 pub fn read(path: &Path) -> Result<Lock, LockError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LockError::Read {
+    let err = |source| LockError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    // Opened without blocking and read only if a regular file: a fifo must not hang kiln.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(err)?;
+    if !file.metadata().map_err(err)?.is_file() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).map_err(err)?;
     parse(&path.display().to_string(), &text)
 }
 
@@ -178,6 +196,16 @@ pub fn parse(file: &str, text: &str) -> Result<Lock, LockError> {
             at,
             format!("lockfile format {} is not one this kiln reads", lock.format),
             format!("this kiln reads format {FORMAT}; write it again with `kiln lock`"),
+        ))));
+    }
+    // Values become cache paths and git arguments: each must have its one shape.
+    if let Some(bad) = check::check(text).into_iter().next() {
+        return Err(LockError::Invalid(Box::new(Diagnostic::new(
+            file,
+            text,
+            Some(bad.span),
+            bad.message,
+            bad.help,
         ))));
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -369,8 +397,8 @@ mod tests {
                 name: "flashinfer".into(),
                 version: "0.7.4".into(),
                 features: vec!["cutedsl".into()],
-                source: "sha256:abc".into(),
-                wheel_sha256: Some("def".into()),
+                source: format!("sha256:{}", "ab".repeat(32)),
+                wheel_sha256: Some("de".repeat(32)),
                 archs: vec![Arch { major: 12, minor: 0 }],
                 cuda: Some("13.0".into()),
                 built_against: [("torch".to_string(), "2.14.1+cu130".to_string())].into(),
@@ -414,11 +442,42 @@ mod tests {
     }
 
     #[test]
+    fn hostile_values_are_refused_at_their_line() {
+        let good = render(&sample());
+        let sha = format!("sha256:{}", "ab".repeat(32));
+        for (from, to, says) in [
+            (sha.as_str(), "sha256:/some/dir", "64 hex digits"),
+            (sha.as_str(), "sha256:../../dir", "64 hex digits"),
+            (sha.as_str(), "git:--orphan=x", "read as an option"),
+            ("name = \"flashinfer\"", "name = \"../x\"", "not a component name"),
+            ("version = \"0.7.4\"", "version = \"--x\"", "not a version"),
+        ] {
+            let text = good.replacen(from, to, 1);
+            assert_ne!(text, good, "{from}");
+            let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+                panic!("accepted {to}")
+            };
+            assert!(d.message.contains(says), "{to}: {d}");
+            assert!(d.help.is_some(), "{d}");
+            let line = text.lines().nth(d.line - 1).unwrap();
+            assert!(
+                line.contains(to.rsplit('"').nth(1).unwrap_or(to)),
+                "{line} for {to}: {d}"
+            );
+        }
+        let text = good.replacen(&"de".repeat(32), "not-a-hash", 1);
+        let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+            panic!("accepted a wheel_sha256 that is not a hash")
+        };
+        assert_eq!(text.lines().nth(d.line - 1).unwrap(), "wheel_sha256 = \"not-a-hash\"");
+    }
+
+    #[test]
     fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
         let lock = sample();
         let mut have = lock.components[0].clone();
         assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into()).is_empty());
-        have.wheel_sha256 = Some("other".into());
+        have.wheel_sha256 = Some("0f".repeat(32));
         have.built_against.insert("torch".into(), "2.11.0+cu130".into());
         let d = differences(&lock, &[("flashinfer".to_string(), have)].into());
         let fields: Vec<(&str, bool)> = d.iter().map(|d| (d.field, d.note_only)).collect();

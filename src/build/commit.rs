@@ -61,7 +61,13 @@ pub(super) fn commit(
             }
             let log = log_of(cx, step, Phase::Restore);
             let _ = cx.installer.uninstall(&cx.python, &dist).run_logged(&log);
-            f.restored = put_back(&dist, backup.as_ref(), &log);
+            // The wheel may name itself otherwise than the recipe's `dist`: what it installed
+            // goes too, or it would stay while the report says it was removed.
+            let own = wheel_dist(&p).filter(|w| normalize(w) != normalize(&dist));
+            if let Some(own) = &own {
+                let _ = cx.installer.uninstall(&cx.python, own).run_logged(&log);
+            }
+            f.restored = put_back(own.as_deref().unwrap_or(&dist), backup.as_ref(), &log);
             f.wheel = fault.and_then(|fault| wheel_fate(&cx.cache, &p, *fault)).map(Box::new);
             return Err(f);
         }
@@ -76,6 +82,19 @@ pub(super) fn commit(
         note: p.note,
         facts,
     })
+}
+
+/// The distribution the prepared wheel installs, by its own name: a wheel file's first
+/// field (`name-version-...whl`, PEP 427) or an index requirement's name.
+fn wheel_dist(p: &Prepared) -> Option<String> {
+    match &p.wheel {
+        Some(w) => Some(w.file_name()?.to_str()?.split('-').next()?.to_string()),
+        None => {
+            let req =
+                <pep508_rs::Requirement<pep508_rs::VerbatimUrl> as std::str::FromStr>::from_str(&p.to_install).ok()?;
+            Some(req.name.to_string())
+        }
+    }
 }
 
 /// A failed install or verification, and (for a verification) what went wrong as [`blame`]

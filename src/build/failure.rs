@@ -93,6 +93,8 @@ pub enum StepError {
     #[error("the build wrote {0} wheels; expected one")]
     ManyWheels(usize),
     #[error("{0}")]
+    WheelRefused(#[from] super::wheels::Refused),
+    #[error("{0}")]
     Backup(#[from] BackupError),
     #[error("{dist} is not listed after installing it")]
     NotListed { dist: String },

@@ -124,6 +124,9 @@ pub struct Context<'a> {
     pub facts: &'a PythonFacts,
     /// Use only what the caches hold: no download, no clone, no index.
     pub offline: bool,
+    /// The wheel sha256 a lock names, by component: a wheel taken from the cache as it is
+    /// must be that one (empty without a lock).
+    pub locked_wheels: std::collections::BTreeMap<String, String>,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any

@@ -72,6 +72,8 @@ pub enum SourceError {
     NotADirectory(PathBuf),
     #[error("{url} at {rev} has no directory `{subdir}`")]
     NoSubdir { url: String, rev: String, subdir: String },
+    #[error("{url} has no commit, tag or branch `{rev}`")]
+    NoRev { url: String, rev: String },
     #[error("a binary wheel has no source tree")]
     NoSourceTree,
     #[error("a symbolic link leads back into a directory being copied: {}", .0.display())]
@@ -153,12 +155,27 @@ pub fn fetch(
                 .args([
                     "clone",
                     "--quiet",
+                    "--",
                     &mirror.display().to_string(),
                     &dir.display().to_string(),
                 ])
                 .run_logged(log)?;
+            // The rev (from a recipe or a lock) is resolved to a commit first, read only as a
+            // rev (`--end-of-options`): `--orphan=x` must never reach `checkout` as an option.
+            let commit = resolve_rev(&dir, rev, log).ok_or_else(|| SourceError::NoRev {
+                url: url.clone(),
+                rev: rev.clone(),
+            })?;
             Cmd::new("git")
-                .args(["-c", "advice.detachedHead=false", "checkout", "--quiet", rev.as_str()])
+                .args([
+                    "-c",
+                    "advice.detachedHead=false",
+                    "checkout",
+                    "--quiet",
+                    "--detach",
+                    "--end-of-options",
+                    commit.as_str(),
+                ])
                 .cwd(&dir)
                 .run_logged(log)?;
             if *submodules {
@@ -193,6 +210,29 @@ pub fn fetch(
     }
 }
 
+/// The commit `rev` names in the clone `dir`: a commit, a tag or a local branch, else the
+/// origin's branch of that name (as `git checkout` would guess); `None` when it names nothing.
+/// A rev that starts with `-` is refused here even before git reads it.
+fn resolve_rev(dir: &Path, rev: &str, log: &Path) -> Option<String> {
+    if rev.starts_with('-') {
+        return None;
+    }
+    [
+        format!("{rev}^{{commit}}"),
+        format!("refs/remotes/origin/{rev}^{{commit}}"),
+    ]
+    .iter()
+    .find_map(|spec| {
+        Cmd::new("git")
+            .args(["rev-parse", "--verify", "--quiet", "--end-of-options", spec.as_str()])
+            .cwd(dir)
+            .output_logged(log)
+            .ok()
+            .map(|out| out.trim().to_string())
+            .filter(|c| c.len() >= 40 && c.bytes().all(|b| b.is_ascii_hexdigit()))
+    })
+}
+
 /// Where the mirror of the git repository at `url` is kept.
 pub fn mirror_dir(url: &str, cache: &Path) -> PathBuf {
     let mut h = Sha256::new();
@@ -223,7 +263,14 @@ fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<Path
     let partial = dir.with_extension("part");
     let _ = std::fs::remove_dir_all(&partial);
     Cmd::new("git")
-        .args(["clone", "--quiet", "--mirror", url, &partial.display().to_string()])
+        .args([
+            "clone",
+            "--quiet",
+            "--mirror",
+            "--",
+            url,
+            &partial.display().to_string(),
+        ])
         .run_logged(log)?;
     std::fs::rename(&partial, &dir).map_err(io("cannot move the mirror into the cache"))?;
     Ok(dir)
@@ -324,7 +371,7 @@ fn cached_download(
 }
 
 pub fn sha256_file(path: &Path) -> Result<String, SourceError> {
-    let mut f = std::fs::File::open(path).map_err(io(format!("cannot read {}", path.display())))?;
+    let mut f = archive::open_regular(path).map_err(io(format!("cannot read {}", path.display())))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {

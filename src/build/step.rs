@@ -89,12 +89,26 @@ pub(super) fn prepare(
         other => fail(Phase::Fetch, other.into()),
     })?;
     let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
-    let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::find(&cx.cache, key));
+    let cached = match &cache_entry {
+        Some((key, _)) => {
+            let found = wheels::find(&cx.cache, key).map_err(|e| fail(Phase::Wheel, e.into()))?;
+            // A wheel taken as it is must be the one the lock names, byte for byte.
+            match (found, cx.locked_wheels.get(&step.name)) {
+                (Some(c), Some(want)) if c.sha256 != *want => {
+                    let refused = wheels::refuse(&cx.cache, key, &c, "the lock", want);
+                    return Err(fail(Phase::Wheel, refused.into()));
+                }
+                (found, _) => found,
+            }
+        }
+        None => None,
+    };
     let unverified = cached.as_ref().and_then(|c| c.unverified.clone());
     let (wheel, from_cache, note) = match cached {
         Some(wheels::Cached {
             wheel,
             unverified: None,
+            ..
         }) => {
             reporter.phase(step, Phase::Wheel, "from the wheel cache");
             (wheel, true, None)
@@ -104,6 +118,7 @@ pub(super) fn prepare(
         Some(wheels::Cached {
             wheel,
             unverified: Some(u),
+            ..
         }) => {
             reporter.phase(
                 step,

@@ -17,6 +17,11 @@
 //! instead of compiling, and only a verification that passes clears the mark. Such an entry is
 //! never reported as verified.
 //!
+//! Each entry records its wheel's sha256 (`wheel.sha256`), and a wheel is hashed again each
+//! time it is taken: a wheel that is not the one its entry recorded (or that a lock names, see
+//! [`refuse`]) is never installed; its entry is moved aside under `<cache>/quarantine/` and the
+//! error names where. An entry written before records existed gets its record at first use.
+//!
 //! It deliberately ignores eviction (entries stay until the directory is deleted) and
 //! environment variables outside the recipe's `[build] env` (a user's `CFLAGS` can change a
 //! binary without changing the key).
@@ -78,11 +83,33 @@ pub struct Unverified {
     pub since: u64,
 }
 
+/// The record of an entry's wheel: its sha256, in hex.
+const SHA256: &str = "wheel.sha256";
+
 /// A cached wheel, and whether it is still unverified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cached {
     pub wheel: PathBuf,
     pub unverified: Option<Unverified>,
+    /// The wheel's sha256, as hashed now (and equal to its entry's record).
+    pub sha256: String,
+}
+
+/// A cached wheel that is not the one that names it: refused, and its entry moved aside.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the cached wheel {} is not the one {whose} names (sha256 {want}, the file has {got}); it was not installed, and its cache entry was moved aside to {}",
+    wheel.display(),
+    moved.display()
+)]
+pub struct Refused {
+    pub wheel: PathBuf,
+    /// What names it: its cache entry's record, or a lock.
+    pub whose: String,
+    pub want: String,
+    pub got: String,
+    /// Where the entry is now.
+    pub moved: PathBuf,
 }
 
 /// The cached wheel for `key`, if there is one (verified or not).
@@ -93,11 +120,77 @@ pub fn lookup(cache: &Path, key: &WheelKey) -> Option<PathBuf> {
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
 }
 
-/// The cached wheel for `key` with its mark: [`lookup`] plus whether it is unverified.
-pub fn find(cache: &Path, key: &WheelKey) -> Option<Cached> {
-    let wheel = lookup(cache, key)?;
-    let unverified = mark_of(&key.dir(cache));
-    Some(Cached { wheel, unverified })
+/// The cached wheel for `key` with its mark: [`lookup`] plus whether it is unverified, the
+/// wheel hashed again and checked against its entry's record. A wheel that differs (or cannot
+/// be read as a file) is refused and its entry quarantined.
+pub fn find(cache: &Path, key: &WheelKey) -> Result<Option<Cached>, Refused> {
+    let Some(wheel) = lookup(cache, key) else {
+        return Ok(None);
+    };
+    let dir = key.dir(cache);
+    let record = std::fs::read_to_string(dir.join(SHA256)).ok();
+    let got = super::source::sha256_file(&wheel).unwrap_or_else(|e| format!("none: {e}"));
+    let want = match record {
+        Some(r) => r.trim().to_string(),
+        // Kept by a kiln that wrote no records: recorded now, as it is.
+        None => {
+            let _ = std::fs::write(dir.join(SHA256), &got);
+            got.clone()
+        }
+    };
+    if want != got {
+        return Err(quarantine(cache, &dir, wheel, "its cache entry", want, got));
+    }
+    Ok(Some(Cached {
+        wheel,
+        unverified: mark_of(&dir),
+        sha256: got,
+    }))
+}
+
+/// Refuses the cached wheel `found` (under `key`) because `whose` (a lock) names another
+/// sha256, `want`: its entry is quarantined.
+pub fn refuse(cache: &Path, key: &WheelKey, found: &Cached, whose: &str, want: &str) -> Refused {
+    quarantine(
+        cache,
+        &key.dir(cache),
+        found.wheel.clone(),
+        whose,
+        want.to_string(),
+        found.sha256.clone(),
+    )
+}
+
+/// Moves the entry `dir` aside to `<cache>/quarantine/wheel-<key>-<stamp>` (or, if that
+/// fails, removes it: a wheel that is not what it claims never stays where it is taken from).
+fn quarantine(cache: &Path, dir: &Path, wheel: PathBuf, whose: &str, want: String, got: String) -> Refused {
+    let moved = quarantine_path(
+        cache,
+        &format!("wheel-{}", dir.file_name().unwrap_or_default().to_string_lossy()),
+    );
+    let done = moved
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::rename(dir, &moved));
+    if done.is_err() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    Refused {
+        wheel,
+        whose: whose.to_string(),
+        want,
+        got,
+        moved,
+    }
+}
+
+/// A fresh place under `<cache>/quarantine/` for something named `name`.
+pub fn quarantine_path(cache: &Path, name: &str) -> PathBuf {
+    let stamp = super::run_stamp();
+    (0..)
+        .map(|n| cache.join("quarantine").join(format!("{name}-{stamp}-{n}")))
+        .find(|p| !p.exists())
+        .unwrap_or_default()
 }
 
 fn mark_of(entry: &Path) -> Option<Unverified> {
@@ -189,6 +282,8 @@ fn put(
     std::fs::create_dir_all(&tmp)?;
     let name = wheel.file_name().unwrap_or_default();
     std::fs::copy(wheel, tmp.join(name))?;
+    let sha = super::source::sha256_file(&tmp.join(name)).map_err(std::io::Error::other)?;
+    std::fs::write(tmp.join(SHA256), sha)?;
     std::fs::write(
         tmp.join("key.json"),
         serde_json::to_string_pretty(inputs).unwrap_or_default(),
@@ -326,23 +421,62 @@ mod tests {
         let cache = tmp.path().join("cache");
         let why = "No module named 'six'";
         let kept = store_unverified(&cache, &key, &json, &wheel, why).unwrap();
-        let found = find(&cache, &key).unwrap();
+        let found = find(&cache, &key).unwrap().unwrap();
         assert_eq!(found.wheel, kept);
         assert_eq!(found.unverified.as_ref().map(|u| u.why.as_str()), Some(why));
         assert_eq!(unverified(&cache), [(kept.clone(), found.unverified.unwrap())]);
         // Verified now: the same entry, without its mark.
         assert_eq!(store(&cache, &key, &json, &wheel).unwrap(), kept);
-        assert_eq!(find(&cache, &key).unwrap().unverified, None);
+        assert_eq!(find(&cache, &key).unwrap().unwrap().unverified, None);
         assert!(unverified(&cache).is_empty());
         // A verified entry is neither marked again nor forgotten.
         store_unverified(&cache, &key, &json, &wheel, why).unwrap();
         forget_unverified(&cache, &key).unwrap();
-        assert_eq!(find(&cache, &key).unwrap().unverified, None);
+        assert_eq!(find(&cache, &key).unwrap().unwrap().unverified, None);
         // An unverified one is forgotten.
         let other = WheelKey::of(&inputs(&torch, "sha256:dd"));
         store_unverified(&cache, &other, &json, &wheel, why).unwrap();
         forget_unverified(&cache, &other).unwrap();
-        assert_eq!(find(&cache, &other), None);
+        assert_eq!(find(&cache, &other), Ok(None));
+    }
+
+    #[test]
+    fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
+        let torch = BTreeMap::new();
+        let key = WheelKey::of(&inputs(&torch, "sha256:ee"));
+        let json = serde_json::to_value(inputs(&torch, "sha256:ee")).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let wheel = tmp.path().join("x-1.0-py3-none-any.whl");
+        std::fs::write(&wheel, b"the wheel that was verified").unwrap();
+        let cache = tmp.path().join("cache");
+        let kept = store(&cache, &key, &json, &wheel).unwrap();
+        let found = find(&cache, &key).unwrap().unwrap();
+        assert_eq!(found.sha256, crate::build::source::sha256_file(&wheel).unwrap());
+
+        // A lock that names another wheel: refused, moved aside.
+        let r = refuse(&cache, &key, &found, "kiln.lock", &"0".repeat(64));
+        assert!(r.moved.starts_with(cache.join("quarantine")), "{r}");
+        assert!(r.moved.join("x-1.0-py3-none-any.whl").is_file(), "{r}");
+        assert_eq!(lookup(&cache, &key), None);
+
+        // The wheel changed under its record: refused at use, moved aside, never found again.
+        store(&cache, &key, &json, &wheel).unwrap();
+        std::fs::write(&kept, b"something else").unwrap();
+        let r = find(&cache, &key).unwrap_err();
+        assert_eq!(r.whose, "its cache entry");
+        assert!(r.to_string().contains("was moved aside to"), "{r}");
+        assert_eq!(
+            std::fs::read(r.moved.join("x-1.0-py3-none-any.whl")).unwrap(),
+            b"something else"
+        );
+        assert_eq!(find(&cache, &key), Ok(None));
+
+        // A wheel replaced by a fifo is refused without hanging.
+        store(&cache, &key, &json, &wheel).unwrap();
+        std::fs::remove_file(&kept).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&kept).status().unwrap();
+        assert!(made.success());
+        assert!(find(&cache, &key).is_err());
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::cache_dir::entries_at;
 use crate::lock::Lock;
 use crate::recipe::{RecipeSet, Source};
 
+mod check;
 pub mod parts;
 pub mod wheelhouse;
 
@@ -50,6 +51,12 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
     for comp in &lock.components {
         let (kind, value) = comp.source.split_once(':').unwrap_or((comp.source.as_str(), ""));
         match kind {
+            // A value of another shape could name any directory (`/etc`, `../..`): the lock
+            // reader refuses it, and so does this, for a lock made some other way.
+            "sha256" if !crate::lock::is_sha256(value) => missing.push(format!(
+                "{}: `{}` is not an sdist's sha256 (64 hex digits)",
+                comp.name, comp.source
+            )),
             "sha256" => {
                 let dir = Path::new("sources").join(value);
                 if cache.join(&dir).is_dir() {
@@ -150,6 +157,18 @@ pub enum BundleError {
     NotABundle(PathBuf),
     #[error(transparent)]
     Parts(#[from] parts::PartsError),
+    #[error("{}: {source}", bundle.display())]
+    Lock {
+        bundle: PathBuf,
+        #[source]
+        source: crate::lock::LockError,
+    },
+    #[error("refused the bundle {}: {source}", bundle.display())]
+    Unexpected {
+        bundle: PathBuf,
+        #[source]
+        source: check::Unexpected,
+    },
 }
 
 /// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries (each a
@@ -234,7 +253,7 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
             append_tree(tar, cache, &rel.join(name))?;
         }
     } else if meta.is_file() {
-        tar.append_data(&mut header, rel, File::open(&path)?)?;
+        tar.append_data(&mut header, rel, archive::open_regular(&path)?)?;
     } else {
         return Err(Appending::NotAFile(path));
     }
@@ -282,6 +301,22 @@ fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
     if !lock.is_file() {
         return Err(BundleError::NotABundle(bundle.to_path_buf()));
     }
+    // Only what `kiln bundle` would have written for this lock moves into the cache.
+    let refused = crate::lock::read(&lock)
+        .map_err(|source| BundleError::Lock {
+            bundle: bundle.to_path_buf(),
+            source,
+        })
+        .and_then(|l| {
+            check::check(&dir, &l, cache).map_err(|source| BundleError::Unexpected {
+                bundle: bundle.to_path_buf(),
+                source,
+            })
+        });
+    if let Err(e) = refused {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
     // sources/<sha>, git/<hash>, wheels/<xx>/<key>, aot/<key>: move each into the cache unless
     // present.
     for (top, depth) in [("sources", 1), ("git", 1), ("wheels", 2), ("aot", 1)] {
@@ -321,4 +356,47 @@ fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
             })?;
     }
     Ok(lock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lock::{Environment, Locked};
+
+    #[test]
+    fn a_lock_value_never_names_a_directory_outside_the_cache() {
+        let t = tempfile::tempdir().unwrap();
+        let cache = t.path().join("cache");
+        let outside = t.path().join("outside");
+        std::fs::create_dir_all(cache.join("sources")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let set = RecipeSet {
+            recipes: Default::default(),
+            origin: "test".into(),
+        };
+        for source in [format!("sha256:{}", outside.display()), "sha256:../../outside".into()] {
+            let lock = Lock {
+                format: crate::lock::FORMAT,
+                environment: Environment {
+                    python: "3.12.3".into(),
+                    platform: None,
+                    archs: Vec::new(),
+                    cuda: None,
+                },
+                components: vec![Locked {
+                    name: "x".into(),
+                    version: "1.0".into(),
+                    features: Vec::new(),
+                    source: source.clone(),
+                    wheel_sha256: None,
+                    archs: Vec::new(),
+                    cuda: None,
+                    built_against: Default::default(),
+                }],
+            };
+            let (c, missing) = contents(&lock, &set, &cache);
+            assert!(c.entries.is_empty(), "{source}: {:?}", c.entries);
+            assert_eq!(missing.len(), 1, "{source}");
+        }
+    }
 }

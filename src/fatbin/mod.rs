@@ -23,6 +23,7 @@ mod image;
 mod layout;
 mod payload;
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -124,10 +125,20 @@ pub fn read_file(path: &Path) -> Result<FileReport, FatbinError> {
         offset: None,
         message: m,
     };
-    let file = std::fs::File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
+    // Opened without blocking: a fifo answers at once (and is refused below), never waits.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| err(format!("cannot open: {e}")))?;
     let meta = file.metadata().map_err(|e| err(format!("cannot stat: {e}")))?;
     if meta.is_dir() {
         return Err(err("is a directory; name the files inside it".into()));
+    }
+    if !meta.is_file() {
+        return Err(err(
+            "is not a regular file (a fifo, a device or a socket); name a file".into()
+        ));
     }
     let len = meta.len();
     if len == 0 {

@@ -9,6 +9,7 @@
 //! It kills only the program it started, not processes that program started in turn.
 
 mod log;
+pub mod secrets;
 
 pub use log::{cause_lines, tail_lines};
 
@@ -166,8 +167,9 @@ impl Cmd {
     fn logged(&self, log: &Path, keep_stdout: bool) -> Result<String, CommandFailed> {
         // Only this command's output is searched for causes: the log may hold earlier runs.
         let start = std::fs::metadata(log).map(|m| m.len()).unwrap_or(0);
+        let secrets = secrets::Secrets::of(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let fail = |status: Exit| CommandFailed {
-            command: self.to_string(),
+            command: secrets.mask(&self.to_string()).into_owned(),
             status,
             log: log.to_path_buf(),
             tail: tail_lines(log, 20),
@@ -175,30 +177,40 @@ impl Cmd {
         };
         let not_run = |what: String| fail(Exit::NoStatus(what));
         let mut file = open_log(log).map_err(|e| not_run(format!("could not open the log: {e}")))?;
-        let _ = writeln!(file, "$ {self}");
+        let _ = writeln!(file, "$ {}", secrets.mask(&self.to_string()));
         if let Some(d) = &self.cwd {
             let _ = writeln!(file, "# in {}", d.display());
         }
         for (k, v) in &self.env {
-            let _ = writeln!(file, "# {k}={v}");
+            let _ = writeln!(file, "{}", secrets.env_line(k, v));
         }
-        let err_file = file
+        // The output reaches the log through kiln, masked line by line.
+        let (pipe, output_ended) = secrets
+            .clone()
+            .into_log(file)
+            .map_err(|e| not_run(format!("could not open the log: {e}")))?;
+        let err_pipe = pipe
             .try_clone()
             .map_err(|e| not_run(format!("could not open the log: {e}")))?;
-        let e = self.expr().stdin_null().stderr_file(err_file);
+        let base = self.expr().stdin_null().stderr_file(err_pipe);
         let e = if keep_stdout {
-            e.stdout_capture()
+            drop(pipe);
+            base.stdout_capture()
         } else {
-            e.stdout_file(file)
+            base.stdout_file(pipe)
         };
+        drop(base);
         let handle = e
             .start()
             .map_err(|e| not_run(format!("could not start `{}`: {e}", self.program)))?;
         let (exit, out) = wait(&handle, self.limit);
+        let stdout = out.map(|o| secrets.mask(&String::from_utf8_lossy(&o.stdout)).into_owned());
+        // Its output is in the log once the pipe is drained (a daemon it left holding the
+        // pipe is not waited for).
+        drop((handle, e));
+        let _ = output_ended.recv_timeout(Duration::from_secs(2));
         if exit.success() {
-            Ok(out
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default())
+            Ok(stdout.unwrap_or_default())
         } else {
             Err(fail(exit))
         }
@@ -213,7 +225,8 @@ impl Cmd {
             .stderr_capture()
             .start()?;
         let (status, out) = wait(&handle, Some(timeout));
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let secrets = secrets::Secrets::of(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let text = |b: &[u8]| secrets.mask(&String::from_utf8_lossy(b)).into_owned();
         let timed_out = matches!(status, Exit::TimedOut(_));
         Ok(Captured {
             success: status.success(),

@@ -169,6 +169,17 @@ impl Session {
         }
     }
 
+    /// A wheel the plan takes from the cache as it is must be the one `lock` names: each
+    /// component's locked wheel sha256, checked before it is installed (a rebuilt wheel is
+    /// compared afterwards, field by field).
+    pub fn expect_locked_wheels(&mut self, lock: &Lock) {
+        self.locked_wheels = lock
+            .components
+            .iter()
+            .filter_map(|c| Some((c.name.clone(), c.wheel_sha256.clone()?)))
+            .collect();
+    }
+
     /// The part of the lock in this session's scope (named targets reproduce part of it: those
     /// and what they need), how many components that is, and each field that differs.
     pub fn compare(&self, lock: &Lock) -> (usize, Vec<Difference>) {

@@ -76,6 +76,9 @@ pub struct Session {
     pub assessments: Vec<Assessment>,
     /// Whether the Python facts came from the probe cache.
     pub probe_cache: CacheUse,
+    /// The wheel sha256 a lock names, by component (`install --locked`; see
+    /// [`Session::expect_locked_wheels`]).
+    pub locked_wheels: BTreeMap<String, String>,
 }
 
 impl Session {
@@ -113,6 +116,7 @@ impl Session {
             jit,
             assessments: Vec::new(),
             probe_cache: found.cache_use,
+            locked_wheels: BTreeMap::new(),
         };
         s.assessments = s.assess(&s.facts, &s.scope);
         Ok(s)

@@ -37,6 +37,7 @@ impl Session {
             import_timeout: settings.import_timeout,
             facts: &self.facts,
             offline: settings.offline,
+            locked_wheels: self.locked_wheels.clone(),
         };
         let events_path = logs.join("events.jsonl");
         let report = match events::EventLog::create(&events_path) {

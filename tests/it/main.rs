@@ -7,6 +7,7 @@ mod download;
 mod fatbin;
 mod flashinfer;
 mod fuzz;
+mod integrity;
 mod jit;
 mod layers;
 mod lock;

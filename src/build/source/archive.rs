@@ -12,7 +12,11 @@
 //! the unpacked tree; links are made after every file, so no member is ever written through
 //! one. Refused, naming the member: absolute paths, `..`, devices, fifos, a link that leaves the
 //! tree. Everything goes into `<dest>.part`, which is moved to `dest` only when complete and
-//! removed when not.
+//! removed when not. Sizes are limited per member and in total ([`Limits`]), by the size a
+//! member declares and again by the bytes written while streaming: a plain tar (a bundle) may
+//! unpack to no more than the archive holds (a sparse member that claims 4 GiB is refused), a
+//! compressed one to [`Limits::COMPRESSED`]. The archive itself is read only if it is a
+//! regular file ([`open_regular`]).
 //!
 //! It deliberately ignores bzip2 and xz compression (sdists are `.tar.gz` since PEP 625,
 //! <https://peps.python.org/pep-0625/>), extended attributes, and zip mtimes.
@@ -23,6 +27,8 @@ use std::io::{BufReader, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+pub use limits::{Limits, open_regular};
 
 /// Whether symbolic links in an archive are unpacked (inside the tree only) or refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +56,8 @@ pub enum Refusal {
     ThroughLink,
     #[error("a hard link to `{0}`, which is not a file unpacked before it")]
     HardLinkMissing(String),
+    #[error("{size} bytes or more, over the limit of {limit} bytes {what}")]
+    TooLarge { what: &'static str, size: u64, limit: u64 },
 }
 
 /// Why an archive could not be unpacked.
@@ -82,11 +90,17 @@ pub enum ArchiveError {
     },
 }
 
-/// Unpacks `archive` into `dest` (which must not exist yet, or be an empty directory).
+/// Unpacks `archive` into `dest` (which must not exist yet, or be an empty directory), within
+/// the limits its kind calls for (see [`Limits`]).
 pub fn unpack(archive: &Path, dest: &Path, links: Links) -> Result<(), ArchiveError> {
+    unpack_limited(archive, dest, links, None)
+}
+
+/// [`unpack`] within `limits` (`None`: the limits its kind calls for).
+pub fn unpack_limited(archive: &Path, dest: &Path, links: Links, limits: Option<Limits>) -> Result<(), ArchiveError> {
     let part = part_of(dest);
     let _ = std::fs::remove_dir_all(&part);
-    let result = unpack_into(archive, &part, links).and_then(|()| {
+    let result = unpack_into(archive, &part, links, limits).and_then(|()| {
         std::fs::rename(&part, dest).map_err(|source| ArchiveError::Write {
             path: dest.to_path_buf(),
             source,
@@ -104,18 +118,24 @@ fn part_of(dest: &Path) -> PathBuf {
     dest.with_file_name(name)
 }
 
-fn unpack_into(archive: &Path, root: &Path, links: Links) -> Result<(), ArchiveError> {
+fn unpack_into(archive: &Path, root: &Path, links: Links, limits: Option<Limits>) -> Result<(), ArchiveError> {
     let read = |source| ArchiveError::Read {
         archive: archive.to_path_buf(),
         source,
     };
     let mut magic = [0u8; 6];
-    let n = File::open(archive)
-        .and_then(|mut f| read_up_to(&mut f, &mut magic))
-        .map_err(read)?;
+    let file = open_regular(archive).map_err(read)?;
+    let len = file.metadata().map_err(read)?.len();
+    let n = read_up_to(&mut &file, &mut magic).map_err(read)?;
     let magic = &magic[..n];
-    let mut tree = Tree::new(archive, root, links)?;
-    let file = File::open(archive).map_err(read)?;
+    let compressed = [&b"PK"[..], &[0x1f, 0x8b]].iter().any(|m| magic.starts_with(m));
+    let limits = limits.unwrap_or(if compressed {
+        Limits::COMPRESSED
+    } else {
+        Limits::plain(len)
+    });
+    let mut tree = Tree::new(archive, root, links, limits)?;
+    let file = open_regular(archive).map_err(read)?;
     if magic.starts_with(b"PK") {
         unpack_zip(file, &mut tree)?;
     } else if magic.starts_with(&[0x1f, 0x8b]) {
@@ -132,7 +152,7 @@ fn unpack_into(archive: &Path, root: &Path, links: Links) -> Result<(), ArchiveE
     tree.finish()
 }
 
-fn read_up_to(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_up_to(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match f.read(&mut buf[n..])? {
@@ -157,7 +177,10 @@ fn unpack_tar(reader: impl Read, tree: &mut Tree) -> Result<(), ArchiveError> {
         match ty {
             T::Directory => tree.dir(&name)?,
             T::Regular if slash => tree.dir(&name)?,
-            T::Regular | T::Continuous | T::GNUSparse => tree.file(&name, &mut entry, mode, mtime)?,
+            T::Regular | T::Continuous | T::GNUSparse => {
+                let size = entry.size();
+                tree.file(&name, &mut entry, size, mode, mtime)?
+            }
             T::Symlink | T::Link => {
                 let target = entry
                     .link_name()
@@ -198,7 +221,8 @@ fn unpack_zip(file: File, tree: &mut Tree) -> Result<(), ArchiveError> {
             tree.symlink(&name, Path::new(&target))?;
         } else {
             let mode = member.unix_mode().unwrap_or(0o644);
-            tree.file(&name, &mut member, mode, None)?;
+            let size = member.size();
+            tree.file(&name, &mut member, size, mode, None)?;
         }
     }
     Ok(())
@@ -211,10 +235,13 @@ struct Tree {
     links: Links,
     files: HashSet<PathBuf>,
     pending: Vec<(PathBuf, PathBuf)>,
+    limits: Limits,
+    /// Bytes written so far.
+    written: u64,
 }
 
 impl Tree {
-    fn new(archive: &Path, root: &Path, links: Links) -> Result<Tree, ArchiveError> {
+    fn new(archive: &Path, root: &Path, links: Links, limits: Limits) -> Result<Tree, ArchiveError> {
         std::fs::create_dir_all(root).map_err(|source| ArchiveError::Write {
             path: root.to_path_buf(),
             source,
@@ -225,6 +252,8 @@ impl Tree {
             links,
             files: HashSet::new(),
             pending: Vec::new(),
+            limits,
+            written: 0,
         })
     }
 
@@ -268,11 +297,37 @@ impl Tree {
         std::fs::create_dir_all(&path).map_err(Tree::write_error(&path))
     }
 
-    fn file(&mut self, name: &Path, data: &mut impl Read, mode: u32, mtime: Option<u64>) -> Result<(), ArchiveError> {
+    /// Counts `size` more bytes against the limits, refusing `name` past either.
+    fn count(&mut self, name: &Path, size: u64, member: u64) -> Result<(), ArchiveError> {
+        let l = self.limits;
+        let total = self.written.saturating_add(size);
+        let (what, size, limit) = match () {
+            _ if member > l.member => ("for one member", member, l.member),
+            _ if total > l.total => ("for the whole archive", total, l.total),
+            _ => {
+                self.written = total;
+                return Ok(());
+            }
+        };
+        Err(self.refuse(name, Refusal::TooLarge { what, size, limit }))
+    }
+
+    fn file(
+        &mut self,
+        name: &Path,
+        data: &mut impl Read,
+        declared: u64,
+        mode: u32,
+        mtime: Option<u64>,
+    ) -> Result<(), ArchiveError> {
         let rel = self.relative(name)?;
         if rel.as_os_str().is_empty() {
             return Err(self.refuse(name, Refusal::Empty));
         }
+        // What the member says it holds, before a byte is written...
+        let before = self.written;
+        self.count(name, declared, declared)?;
+        self.written = before;
         let path = self.root.join(&rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(Tree::write_error(parent))?;
@@ -284,7 +339,10 @@ impl Tree {
             .mode(if mode & 0o111 != 0 { 0o755 } else { 0o644 })
             .open(&path)
             .map_err(Tree::write_error(&path))?;
-        std::io::copy(data, &mut out).map_err(|e| self.read_error(e))?;
+        // ... and what it really holds, while streaming: at most one byte past what is left.
+        let room = self.limits.member.min(self.limits.total - self.written);
+        let copied = std::io::copy(&mut data.take(room.saturating_add(1)), &mut out).map_err(|e| self.read_error(e))?;
+        self.count(name, copied, copied)?;
         if let Some(secs) = mtime {
             let _ = out.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
         }
@@ -301,6 +359,8 @@ impl Tree {
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent).map_err(Tree::write_error(parent))?;
         }
+        let size = std::fs::metadata(&src).map_or(0, |m| m.len());
+        self.count(name, size, size)?;
         std::fs::copy(&src, &dest).map_err(Tree::write_error(&dest))?;
         self.files.insert(rel);
         Ok(())
@@ -423,5 +483,6 @@ pub(crate) fn resolves_inside(root: &Path, dir: &Path, target: &Path) -> bool {
     true
 }
 
+mod limits;
 #[cfg(test)]
 mod tests;

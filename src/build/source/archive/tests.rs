@@ -205,3 +205,109 @@ fn other_compressions_are_named() {
         "{r:?}"
     );
 }
+
+/// A plain tar of 10 kB whose one member is sparse: 512 bytes of data at the end of `real`.
+fn sparse_tar(real: u64) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_path("wheels/ab/big.whl").unwrap();
+    h.set_entry_type(T::GNUSparse);
+    h.set_mode(0o644);
+    h.set_size(512);
+    let g = h.as_gnu_mut().unwrap();
+    g.sparse[0].set_offset(real - 512);
+    g.sparse[0].set_length(512);
+    g.set_real_size(real);
+    h.set_cksum();
+    b.append(&h, &[7u8; 512][..]).unwrap();
+    b.into_inner().unwrap()
+}
+
+#[test]
+fn a_small_member_that_unpacks_to_gigabytes_is_refused_before_it_is_written() {
+    let tar = sparse_tar(4 << 30);
+    assert!(tar.len() < 16 * 1024, "{}", tar.len());
+    let t = tempfile::tempdir().unwrap();
+    let archive = t.path().join("bundle.tar");
+    std::fs::write(&archive, &tar).unwrap();
+    let dest = t.path().join("out");
+    let started = std::time::Instant::now();
+    let (member, why) = refusal(unpack(&archive, &dest, Links::Refuse));
+    assert_eq!(member, "wheels/ab/big.whl");
+    assert!(
+        matches!(why, Refusal::TooLarge { size, .. } if size == 4 << 30),
+        "{why}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(!dest.exists() && !t.path().join("out.part").exists());
+}
+
+#[test]
+fn limits_hold_per_member_and_in_total_while_streaming() {
+    let big = vec![0u8; 3 << 20];
+    let mut b = tar::Builder::new(Vec::new());
+    for name in ["pkg/a.bin", "pkg/b.bin"] {
+        let mut h = tar::Header::new_gnu();
+        h.set_path(name).unwrap();
+        h.set_mode(0o644);
+        h.set_size(big.len() as u64);
+        h.set_cksum();
+        b.append(&h, &big[..]).unwrap();
+    }
+    let archive_bytes = gz(&b.into_inner().unwrap());
+    assert!(
+        archive_bytes.len() < 64 * 1024,
+        "a 6 MiB bomb in {} bytes",
+        archive_bytes.len()
+    );
+    let t = tempfile::tempdir().unwrap();
+    let archive = t.path().join("a.tar.gz");
+    std::fs::write(&archive, &archive_bytes).unwrap();
+    let dest = t.path().join("out");
+    for (limits, member, what) in [
+        (
+            Limits {
+                member: 1 << 20,
+                total: 1 << 30,
+            },
+            "pkg/a.bin",
+            "for one member",
+        ),
+        (
+            Limits {
+                member: 4 << 20,
+                total: 5 << 20,
+            },
+            "pkg/b.bin",
+            "for the whole archive",
+        ),
+    ] {
+        let r = unpack_limited(&archive, &dest, Links::Refuse, Some(limits));
+        let (name, why) = refusal(r);
+        assert_eq!(name, member);
+        assert!(matches!(why, Refusal::TooLarge { what: w, .. } if w == what), "{why}");
+        assert!(!dest.exists());
+    }
+    unpack_limited(
+        &archive,
+        &dest,
+        Links::Refuse,
+        Some(Limits {
+            member: 4 << 20,
+            total: 8 << 20,
+        }),
+    )
+    .unwrap();
+    assert_eq!(std::fs::metadata(dest.join("pkg/b.bin")).unwrap().len(), 3 << 20);
+}
+
+#[test]
+fn an_archive_that_is_a_fifo_is_refused_not_waited_on() {
+    let t = tempfile::tempdir().unwrap();
+    let fifo = t.path().join("bundle.tar");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let r = unpack(&fifo, &t.path().join("out"), Links::Refuse);
+    assert!(matches!(r, Err(ArchiveError::Read { .. })), "{r:?}");
+    assert!(r.unwrap_err().to_string().contains("not a regular file"));
+}

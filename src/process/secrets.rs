@@ -1,0 +1,152 @@
+//! Secrets stay out of logs: the values of environment variables that look like credentials
+//! (`*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`, `AWS_*`, `HF_TOKEN`), in kiln's environment or
+//! given to a command, are masked wherever kiln writes what a command did: the `# K=V` lines
+//! of a step log, the command's own output on its way into the log (a build that prints its
+//! environment), captured output and the command line in errors, events and reports.
+//!
+//! A value shorter than [`SHORTEST`] is masked in `# K=V` lines but not inside other text,
+//! where it would mask ordinary words (`AWS_REGION=1`). It deliberately ignores secrets under
+//! other names and secrets a program derives or fetches itself.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::sync::mpsc;
+
+/// What a masked value becomes.
+pub const MASK: &str = "****";
+
+/// Values shorter than this are not searched for inside other text.
+pub const SHORTEST: usize = 6;
+
+/// Whether a variable named `name` holds a credential.
+pub fn is_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    n.ends_with("_TOKEN")
+        || n.ends_with("_KEY")
+        || n.contains("SECRET")
+        || n.contains("PASSWORD")
+        || n.starts_with("AWS_")
+        || n == "HF_TOKEN"
+}
+
+/// The secret values to mask: kiln's own environment's and those of `extra` (a command's).
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    values: Vec<String>,
+}
+
+impl Secrets {
+    pub fn of<'a>(extra: impl IntoIterator<Item = (&'a str, &'a str)>) -> Secrets {
+        let keep = |k: &str, v: &str| (is_secret(k) && v.len() >= SHORTEST).then(|| v.to_string());
+        let mut values: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, v)| keep(k.to_str()?, v.to_str()?))
+            .chain(extra.into_iter().filter_map(|(k, v)| keep(k, v)))
+            .collect();
+        // Longest first: a value that contains another is masked whole.
+        values.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        values.dedup();
+        Secrets { values }
+    }
+
+    /// `text` with every secret value masked.
+    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let mut out = Cow::Borrowed(text);
+        for v in &self.values {
+            if out.contains(v.as_str()) {
+                out = Cow::Owned(out.replace(v.as_str(), MASK));
+            }
+        }
+        out
+    }
+
+    /// The `# K=V` line a log shows for one variable of a command's environment.
+    pub fn env_line(&self, k: &str, v: &str) -> String {
+        if is_secret(k) {
+            format!("# {k}={MASK}")
+        } else {
+            format!("# {k}={}", self.mask(v))
+        }
+    }
+
+    /// A pipe for a command's output: each line read from it is masked and appended to
+    /// `log`. Returns the end to hand to the command, and a receiver that says when the
+    /// output has ended.
+    pub fn into_log(self, mut log: File) -> std::io::Result<(std::io::PipeWriter, mpsc::Receiver<()>)> {
+        let (reader, writer) = std::io::pipe()?;
+        let (done, ended) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(reader);
+            let mut line = Vec::new();
+            while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                let text = String::from_utf8_lossy(&line);
+                let masked = self.mask(&text);
+                let _ = log.write_all(masked.as_bytes());
+                line.clear();
+            }
+            let _ = done.send(());
+        });
+        Ok((writer, ended))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_told_by_name_and_masked_by_value() {
+        for name in [
+            "HF_TOKEN",
+            "GITHUB_TOKEN",
+            "OPENAI_API_KEY",
+            "MY_SECRET_THING",
+            "PGPASSWORD",
+            "AWS_ACCESS_KEY_ID",
+        ] {
+            assert!(is_secret(name), "{name}");
+        }
+        for name in ["PATH", "MAX_JOBS", "TOKENIZERS_PARALLELISM", "KEYRING"] {
+            assert!(!is_secret(name), "{name}");
+        }
+        let s = Secrets::of([
+            ("HF_TOKEN", "hf_abcdefghijkl"),
+            ("AWS_REGION", "us"),
+            ("PATH", "/usr/bin"),
+        ]);
+        assert_eq!(
+            s.mask("token hf_abcdefghijkl in PATH /usr/bin us"),
+            "token **** in PATH /usr/bin us"
+        );
+        assert_eq!(s.env_line("AWS_REGION", "us"), "# AWS_REGION=****");
+        assert_eq!(s.env_line("PATH", "/usr/bin"), "# PATH=/usr/bin");
+    }
+
+    #[test]
+    fn a_command_that_prints_its_environment_leaves_no_secret_in_its_log() {
+        let t = tempfile::tempdir().unwrap();
+        let log = t.path().join("step.log");
+        let started = std::time::Instant::now();
+        let out = crate::process::Cmd::new("sh")
+            .args(["-c", "env; echo \"token=$HF_TOKEN\" >&2; echo \"out=$HF_TOKEN\""])
+            .env("HF_TOKEN", "hf_secretvalue123")
+            .env("MAX_JOBS", "4")
+            .output_logged(&log)
+            .unwrap();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "waited for the pipe"
+        );
+        assert!(
+            out.ends_with("out=****\n") && !out.contains("hf_secretvalue123"),
+            "{out}"
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(!text.contains("hf_secretvalue123"), "{text}");
+        assert!(
+            text.contains("# HF_TOKEN=****") && text.contains("token=****"),
+            "{text}"
+        );
+        assert!(text.contains("# MAX_JOBS=4"), "{text}");
+    }
+}
