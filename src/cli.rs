@@ -72,6 +72,10 @@ pub struct Global {
     /// Print only errors
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
+    /// Fail at once, saying who, when another kiln is changing the same environment (default:
+    /// wait for it)
+    #[arg(long, global = true)]
+    pub no_wait: bool,
 }
 
 impl Global {
@@ -91,6 +95,9 @@ impl Global {
             progress: !self.no_progress,
             quiet: self.quiet,
             jit_proof: true,
+            no_wait: self.no_wait,
+            stall: None,
+            limit: None,
         })
     }
 }

@@ -24,6 +24,8 @@ mod commit;
 pub mod events;
 pub mod failure;
 pub mod install;
+pub mod journal;
+pub mod locks;
 pub mod owned;
 mod queue;
 pub mod schedule;
