@@ -126,6 +126,9 @@ pub struct Context<'a> {
     pub facts: &'a PythonFacts,
     /// Use only what the caches hold: no download, no clone, no index.
     pub offline: bool,
+    /// `--stall` and `--limit`: a build's stall and overall time limits, over the recipe's.
+    pub stall: Option<Duration>,
+    pub limit: Option<Duration>,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any

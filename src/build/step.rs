@@ -143,6 +143,7 @@ pub(super) fn prepare(
                 src: &fetched.dir,
                 work: &work,
                 reporter,
+                started: std::time::Instant::now(),
             };
             let (w, n) = job.build()?;
             (w, false, n)

@@ -40,6 +40,9 @@ pub enum Exit {
     TimedOut(Duration),
     /// kiln killed it after it wrote nothing and used no CPU time for this long (a stall limit).
     Stalled(Duration),
+    /// kiln killed it when the overall time limit of the work it is part of (a whole build),
+    /// this long, ran out.
+    OverLimit(Duration),
     /// There is no exit status: the program could not be started (or its log opened), or it
     /// was lost. The reason, as a sentence.
     NoStatus(String),
@@ -70,7 +73,12 @@ impl fmt::Display for Exit {
             Exit::Signal(6) => f.write_str("killed by signal 6 (SIGABRT)"),
             Exit::Signal(sig) => write!(f, "killed by signal {sig}"),
             Exit::TimedOut(d) => write!(f, "killed after {} s", d.as_secs()),
-            Exit::Stalled(d) => write!(f, "killed after {} s without output or CPU time", d.as_secs()),
+            Exit::Stalled(d) => write!(
+                f,
+                "killed by the stall limit: no output and no CPU time for {} s",
+                d.as_secs()
+            ),
+            Exit::OverLimit(d) => write!(f, "killed by the time limit after {} s", d.as_secs()),
             Exit::NoStatus(why) => f.write_str(why),
         }
     }

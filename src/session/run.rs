@@ -37,6 +37,8 @@ impl Session {
             import_timeout: settings.import_timeout,
             facts: &self.facts,
             offline: settings.offline,
+            stall: settings.stall,
+            limit: settings.limit,
         };
         let events_path = logs.join("events.jsonl");
         let report = match events::EventLog::create(&events_path) {

@@ -12,7 +12,8 @@ use crate::common::{World, text};
 /// fixture-pure 1.0.0 installed by kiln; the recipe and package then say 2.0.0, built by
 /// `hook.sh`, which counts builds in `<dir>/builds` and, with `HOOK_BLOCK` set, writes
 /// `<dir>/building`, starts a background `sleep` (its pid in `<dir>/sleeper`) and waits for
-/// `<dir>/go`.
+/// `<dir>/go`; with `HOOK_STALL` it waits on a `sleep` (no output, no CPU); with `HOOK_BUSY` it
+/// spins (CPU, no output).
 fn pending_2_0_0() -> (World, PathBuf) {
     let w = World::new();
     let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
@@ -30,6 +31,8 @@ fn pending_2_0_0() -> (World, PathBuf) {
            while [ ! -e \"$HOOK_DIR/go\" ]; do sleep 0.1; done\n\
            kill $!\n\
          fi\n\
+         if [ -n \"$HOOK_STALL\" ]; then sleep 600 & echo $! > \"$HOOK_DIR/sleeper\"; wait; fi\n\
+         if [ -n \"$HOOK_BUSY\" ]; then while :; do :; done; fi\n\
          exec \"$1\" -m pip wheel --no-deps --no-build-isolation --no-input -w \"$2\" \"$3\"\n",
     );
     w.edit("packages/kiln-fixture-pure/pyproject.toml", "1.0.0", "2.0.0");
@@ -363,4 +366,74 @@ fn two_kilns_sharing_a_cache_build_one_wheel_once() {
         (Some("fixture-pure"), Some(true)),
         "{v}"
     );
+}
+
+#[test]
+fn a_build_that_stalls_or_runs_past_its_limit_is_killed_with_its_group_and_says_which_limit() {
+    let (w, hooks) = pending_2_0_0();
+    let dir = hooks.to_str().unwrap();
+    w.edit("recipes/fixture-pure.toml", "[build]\n", "[build]\nstall = \"2s\"\n");
+    // No output and no CPU time: the stall limit fires.
+    let start = Instant::now();
+    let out = w
+        .kiln()
+        .args(["install", "fixture-pure"])
+        .env("HOOK_DIR", dir)
+        .env("HOOK_STALL", "1")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("killed by the stall limit: no output and no CPU time for 2 s"),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
+    assert!(
+        gone(pid_in(&hooks.join("sleeper"))),
+        "the build's group outlived the limit"
+    );
+    assert_eq!(version(&w), "1.0.0");
+    // Busy without output: not stalled; the overall limit from the command line fires.
+    let start = Instant::now();
+    let out = w
+        .kiln()
+        .args(["--limit", "4s", "install", "fixture-pure"])
+        .env("HOOK_DIR", dir)
+        .env("HOOK_BUSY", "1")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("killed by the time limit after 4 s"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
+    assert_eq!(version(&w), "1.0.0");
+    // Within its limits it builds.
+    let out = w
+        .kiln()
+        .args(["install", "fixture-pure"])
+        .env("HOOK_DIR", dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(version(&w), "2.0.0");
+}
+
+#[test]
+fn a_bad_time_limit_is_reported_at_its_line_and_column() {
+    let (w, _) = pending_2_0_0();
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "[build]\n",
+        "[build]\nstall = \"soon\"\nlimit = \"6h\"\n",
+    );
+    let out = w.kiln().args(["plan", "fixture-pure"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("fixture-pure.toml:11:9"), "{err}");
+    assert!(err.contains("bad duration `soon` in build.stall"), "{err}");
+    assert!(err.contains("`90s`, `20m`, `6h` or `1d`"), "{err}");
+    assert!(!err.contains("build.limit"), "{err}");
+    let out = w.kiln().args(["--stall", "soon", "plan"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }
