@@ -151,9 +151,11 @@ mod tests {
     #[test]
     fn a_held_lock_says_who_holds_it_and_frees_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let path = env_lock(dir.path(), Path::new("/v/bin/python"));
-        assert_eq!(path, env_lock(dir.path(), Path::new("/v/bin/../bin/python")));
-        assert_ne!(path, env_lock(dir.path(), Path::new("/w/bin/python")));
+        let bin = dir.path().join("v/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let path = env_lock(dir.path(), &bin.join("python"));
+        assert_eq!(path, env_lock(dir.path(), &bin.join("../bin/python")));
+        assert_ne!(path, env_lock(dir.path(), &dir.path().join("w/bin/python")));
         let held = take(&path, "the environment /v", false, |_| panic!("free")).unwrap();
         let who = holder(&path).unwrap();
         assert_eq!(who.pid, std::process::id());

@@ -180,16 +180,15 @@ pub fn on_interrupt() {
     });
 }
 
-/// The fields of `/proc/PID/stat` after the command name: index 0 is field 3 (state).
+/// The fields of `/proc/PID/stat` after the state: index 0 is field 4 (ppid), 1 the group.
+/// `None` for a process that is gone, and for a zombie (killed; only its status is left).
 fn stat(pid: u32) -> Option<Vec<u64>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    Some(
-        rest.split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().unwrap_or(0))
-            .collect(),
-    )
+    let mut fields = text[text.rfind(')')? + 1..].split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    Some(fields.map(|f| f.parse().unwrap_or(0)).collect())
 }
 
 /// When the process started (clock ticks since boot): with the pid, who it is.
