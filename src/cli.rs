@@ -72,6 +72,24 @@ pub struct Global {
     /// Print only errors
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
+    /// Kill a build command that writes nothing and uses no CPU time for this long (`90s`, `20m`,
+    /// `6h`) [default: the recipe's `[build] stall`, else none]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    pub stall: Option<std::time::Duration>,
+    /// Kill a build that runs longer than this, all its commands together [default: the recipe's
+    /// `[build] limit`, else none]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    pub limit: Option<std::time::Duration>,
+    /// Fail at once, saying who, when another kiln is changing the same environment (default:
+    /// wait for it)
+    #[arg(long, global = true)]
+    pub no_wait: bool,
+}
+
+/// A `--stall` or `--limit` value.
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::recipe::parse_duration(s)
+        .ok_or_else(|| format!("expected a number and a unit: `90s`, `20m`, `6h` or `1d`, not `{s}`"))
 }
 
 impl Global {
@@ -91,6 +109,9 @@ impl Global {
             progress: !self.no_progress,
             quiet: self.quiet,
             jit_proof: true,
+            no_wait: self.no_wait,
+            stall: self.stall,
+            limit: self.limit,
         })
     }
 }

@@ -46,6 +46,14 @@ pub struct Settings {
     pub quiet: bool,
     /// `install`: prove the JIT of what it built or installed (off: `--no-jit-proof`).
     pub jit_proof: bool,
+    /// `--no-wait`: fail at once when another kiln is changing the environment.
+    pub no_wait: bool,
+    /// `--stall`: kill a build step that writes nothing and uses no CPU for this long (over the
+    /// recipe's `[build] stall`).
+    pub stall: Option<Duration>,
+    /// `--limit`: kill a build step that runs longer than this (over the recipe's
+    /// `[build] limit`).
+    pub limit: Option<Duration>,
 }
 
 impl Settings {
@@ -66,6 +74,9 @@ impl Settings {
             progress: true,
             quiet: false,
             jit_proof: true,
+            no_wait: false,
+            stall: None,
+            limit: None,
         }
     }
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use super::blame::{self, Blame, Fault};
 use super::failure::{BuildFailure, Restored, StepError, WheelFate};
 use super::install::Backup;
+use super::journal;
 use super::owned::{self, Added, Content, listed_with};
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
 use super::{Context, Phase, Reporter, source, wheels};
@@ -49,10 +50,35 @@ pub(super) fn commit(
     let r = recipe_of(step, cx)?;
     let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
     let installed = cx.facts.dists.get(&normalize(&dist));
-    let backup = Backup::take(installed, &p.work.join("backup")).map_err(|e| fail(Phase::Install, e.into()))?;
+    let backup_dir = p.work.join("backup");
+    let backup = Backup::take(installed, &backup_dir).map_err(|e| fail(Phase::Install, e.into()))?;
+    // Written before site-packages changes: a kiln killed from here on is put back by the next.
+    let uninstall = cx.installer.uninstall(&cx.python, &dist).restoring();
+    let mut journal = journal::Open::begin(
+        &cx.cache,
+        &cx.python,
+        &step.name,
+        &dist,
+        backup.as_ref(),
+        &backup_dir,
+        &uninstall,
+    )
+    .map_err(|e| {
+        fail(
+            Phase::Install,
+            StepError::io(format!("cannot write the install journal into {}", cx.cache.display()))(e),
+        )
+    })?;
     reporter.phase(step, Phase::Install, &format!("{} ({})", dist, cx.installer.name()));
     let mut runtime: Option<Added> = None;
-    let facts = match install_and_verify(step, r, plan, cx, &p, &mut runtime, reporter) {
+    let facts = match install_and_verify(step, r, plan, cx, &p, &mut runtime, reporter).and_then(|facts| {
+        journal.done().map(|()| facts).map_err(|e| {
+            (
+                fail(Phase::Verify, StepError::io("cannot write the install journal")(e)),
+                None,
+            )
+        })
+    }) {
         Ok(facts) => facts,
         Err((mut f, fault)) => {
             reporter.phase(step, Phase::Restore, "putting the environment back");
@@ -60,19 +86,23 @@ pub(super) fn commit(
                 added.undo();
             }
             let log = log_of(cx, step, Phase::Restore);
-            let _ = cx.installer.uninstall(&cx.python, &dist).run_logged(&log);
+            let _ = uninstall.run_logged(&log);
             // The wheel may name itself otherwise than the recipe's `dist`: what it installed
             // goes too, or it would stay while the report says it was removed.
             let own = wheel_dist(&p).filter(|w| normalize(w) != normalize(&dist));
             if let Some(own) = &own {
-                let _ = cx.installer.uninstall(&cx.python, own).run_logged(&log);
+                let _ = cx.installer.uninstall(&cx.python, own).restoring().run_logged(&log);
             }
             f.restored = put_back(own.as_deref().unwrap_or(&dist), backup.as_ref(), &log);
+            if !matches!(f.restored, Restored::Failed { .. }) {
+                journal.close();
+            }
             f.wheel = fault.and_then(|fault| wheel_fate(&cx.cache, &p, *fault)).map(Box::new);
             return Err(f);
         }
     };
-    let _ = std::fs::remove_dir_all(p.work.join("backup"));
+    let _ = std::fs::remove_dir_all(&backup_dir);
+    journal.close();
     let wheel = keep_wheel(&cx.cache, &p, &log_of(cx, step, Phase::Wheel));
     clean_up(&p.work, wheel.as_deref());
     Ok(StepDone {
@@ -272,8 +302,8 @@ fn record(
     };
     let io = |e| fail(StepError::io(format!("cannot write kiln.json into {info}"))(e));
     let text = serde_json::to_string_pretty(&rec).map_err(|e| io(std::io::Error::other(e)))?;
-    std::fs::write(Path::new(info).join("kiln.json"), text).map_err(io)?;
-    // List it in RECORD, so that uninstalling the distribution removes it too.
+    // List it in RECORD first, so that uninstalling the distribution removes it too, even when
+    // kiln is killed right after writing it (a rollback then leaves no stray dist-info behind).
     let record = Path::new(info).join("RECORD");
     let listed = std::fs::read_to_string(&record).map_err(io)?;
     let dir = Path::new(info)
@@ -283,6 +313,8 @@ fn record(
     if let Some(text) = listed_with(&listed, &format!("{dir}/kiln.json")) {
         std::fs::write(&record, text).map_err(io)?;
     }
+    std::fs::write(Path::new(info).join("kiln.json"), text).map_err(io)?;
+    journal::test_pause("record");
     Ok(())
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Installs go through `uv pip` when uv is on PATH, else `python -m pip`; kiln never edits
 //! site-packages itself except to restore a backup. Offline, a local directory of wheels (the
-//! wheelhouse a bundle brings) is the only place third-party wheels come from.
+//! wheelhouse a bundle brings) is the only place third-party wheels come from. A kiln killed
+//! between backup and proof is put back by the next one, from the journal (`super::journal`).
 
 use std::path::{Path, PathBuf};
 
@@ -150,8 +151,9 @@ impl Installer {
     }
 }
 
-/// Copies of the files of one installed distribution.
-#[derive(Debug)]
+/// Copies of the files of one installed distribution (written into the install journal, so a
+/// later kiln can put them back).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Backup {
     dist: String,
     files: Vec<(PathBuf, PathBuf)>,

@@ -24,6 +24,8 @@ mod commit;
 pub mod events;
 pub mod failure;
 pub mod install;
+pub mod journal;
+pub mod locks;
 pub mod owned;
 mod queue;
 pub mod schedule;
@@ -127,6 +129,9 @@ pub struct Context<'a> {
     /// The wheel sha256 a lock names, by component: a wheel taken from the cache as it is
     /// must be that one (empty without a lock).
     pub locked_wheels: std::collections::BTreeMap<String, String>,
+    /// `--stall` and `--limit`: a build's stall and overall time limits, over the recipe's.
+    pub stall: Option<Duration>,
+    pub limit: Option<Duration>,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any

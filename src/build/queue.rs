@@ -94,10 +94,11 @@ impl Queue {
         }
     }
 
-    /// Whether step `i` may start: nothing failed, it has not started, and every step it waits
-    /// for is installed.
+    /// Whether step `i` may start: kiln was not interrupted, nothing failed, it has not started,
+    /// and every step it waits for is installed.
     fn may_start(&self, i: usize, waits: &[usize]) -> bool {
-        self.failures.is_empty()
+        !crate::process::interrupted()
+            && self.failures.is_empty()
             && self.started[i].is_none()
             && !self.installed[i]
             && waits.iter().all(|&j| self.installed[j])

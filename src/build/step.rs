@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use super::failure::{BuildFailure, StepError};
 use super::wheel::WheelJob;
-use super::{Context, Phase, Reporter, run_stamp, source, wheels};
+use super::{Context, Phase, Reporter, locks, run_stamp, source, wheels};
 use crate::probe::normalize;
 use crate::probe::python::PythonFacts;
 use crate::recipe::{Recipe, Source};
@@ -29,6 +29,9 @@ pub(super) struct Prepared {
     pub unverified: Option<wheels::Unverified>,
     pub note: Option<String>,
     pub work: PathBuf,
+    /// The wheel-cache entry's lock, held until the step is over (its wheel stored or not):
+    /// another kiln building the same entry waits and then takes this one's wheel.
+    pub _entry_lock: Option<locks::Held>,
 }
 
 pub(super) fn recipe_of<'a>(step: &Step, cx: &Context<'a>) -> Result<&'a Recipe, BuildFailure> {
@@ -68,6 +71,7 @@ pub(super) fn prepare(
             unverified: None,
             note: None,
             work,
+            _entry_lock: None,
         });
     }
     let spec = step
@@ -89,6 +93,21 @@ pub(super) fn prepare(
         other => fail(Phase::Fetch, other.into()),
     })?;
     let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
+    let entry_lock = match &cache_entry {
+        Some((key, _)) => {
+            let waiting = |h: &locks::Holder| {
+                let what = format!("waiting for another kiln building the same wheel: {h}");
+                reporter.phase(step, Phase::Wheel, &what);
+            };
+            let path = locks::entry_lock(&cx.cache, &key.0);
+            let held = locks::take(&path, "the wheel cache entry", true, waiting).map_err(|e| {
+                let context = format!("cannot lock the wheel cache entry {}", key.0);
+                fail(Phase::Wheel, StepError::io(context)(std::io::Error::other(e)))
+            })?;
+            Some(held)
+        }
+        None => None,
+    };
     let cached = match &cache_entry {
         Some((key, _)) => {
             let found = wheels::find(&cx.cache, key).map_err(|e| fail(Phase::Wheel, e.into()))?;
@@ -139,6 +158,7 @@ pub(super) fn prepare(
                 src: &fetched.dir,
                 work: &work,
                 reporter,
+                started: std::time::Instant::now(),
             };
             let (w, n) = job.build()?;
             (w, false, n)
@@ -154,6 +174,7 @@ pub(super) fn prepare(
         unverified,
         note,
         work,
+        _entry_lock: entry_lock,
     })
 }
 

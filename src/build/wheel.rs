@@ -9,12 +9,12 @@
 //! own beyond that retry.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::failure::{BuildFailure, StepError, retry_jobs};
 use super::step::log_of;
 use super::{Context, Phase, Reporter};
-use crate::process::{Cmd, CommandFailed};
+use crate::process::{Cmd, CommandFailed, Exit};
 use crate::resolve::Step;
 use crate::resolve::spec::{Arg, BuildSpec, Piece, RunValues};
 
@@ -29,6 +29,8 @@ pub(super) struct WheelJob<'a> {
     pub src: &'a Path,
     pub work: &'a Path,
     pub reporter: &'a dyn Reporter,
+    /// When the build began: its overall time limit counts from here.
+    pub started: Instant,
 }
 
 impl WheelJob<'_> {
@@ -96,9 +98,11 @@ impl WheelJob<'_> {
         }
         self.reporter
             .phase(self.step, Phase::BuildRequires, &self.spec.requires.join(" "));
-        self.cx
+        let c = self
+            .cx
             .installer
-            .install_target(&self.cx.python, &self.spec.requires, Path::new(&values.overlay))
+            .install_target(&self.cx.python, &self.spec.requires, Path::new(&values.overlay));
+        self.bounded(c)
             .run_logged(&self.log(Phase::BuildRequires))
             .map_err(|e| self.command_failed(Phase::BuildRequires, e))
     }
@@ -145,7 +149,25 @@ impl WheelJob<'_> {
         for (k, v) in self.spec.env_with(values) {
             c = c.env(k, v);
         }
-        Ok(c)
+        Ok(self.bounded(c))
+    }
+
+    /// The stall and overall limits (the command line's, else the recipe's).
+    fn limits(&self) -> (Option<Duration>, Option<Duration>) {
+        (self.cx.stall.or(self.spec.stall), self.cx.limit.or(self.spec.limit))
+    }
+
+    /// `c` within the build's limits: its stall limit, and what is left of the overall one.
+    fn bounded(&self, c: Cmd) -> Cmd {
+        let (stall, limit) = self.limits();
+        let c = match stall {
+            Some(s) => c.stall(s),
+            None => c,
+        };
+        match limit {
+            Some(l) => c.timeout(l.saturating_sub(self.started.elapsed()).max(Duration::from_millis(1))),
+            None => c,
+        }
     }
 
     fn log(&self, phase: Phase) -> PathBuf {
@@ -156,7 +178,11 @@ impl WheelJob<'_> {
         BuildFailure::new(&self.step.name, phase, e)
     }
 
-    fn command_failed(&self, phase: Phase, e: CommandFailed) -> BuildFailure {
+    fn command_failed(&self, phase: Phase, mut e: CommandFailed) -> BuildFailure {
+        // What ran out is the whole build's limit, not this command's share of it.
+        if let (Exit::TimedOut(_), (_, Some(l))) = (&e.status, self.limits()) {
+            e.status = Exit::OverLimit(l);
+        }
         BuildFailure::of_command(&self.step.name, phase, e)
     }
 }

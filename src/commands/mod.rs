@@ -45,12 +45,20 @@ impl From<SessionError> for Failure {
     }
 }
 
-/// Runs the parsed command line.
+/// Runs the parsed command line: first puts back what a killed kiln left half done.
 pub fn run(cli: Cli) -> ExitCode {
+    crate::process::group::on_interrupt();
     let result = match cli.global.settings() {
-        Ok(s) => dispatch(&s, &cli.command),
+        Ok(s) => {
+            recover(&s);
+            dispatch(&s, &cli.command)
+        }
         Err(e) => Err(Failure::Usage(e.to_string())),
     };
+    if crate::process::interrupted() {
+        report::error("interrupted");
+        return ExitCode::from(crate::process::INTERRUPTED_EXIT);
+    }
     match result {
         Ok(code) => code,
         Err(Failure::Usage(m)) => {
@@ -65,7 +73,39 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Kills what a killed kiln's builds left running, and finishes or rolls back the install it
+/// was in the middle of (its journal), saying so.
+fn recover(s: &Settings) {
+    let groups = s.cache_dir.join("groups");
+    let killed = crate::process::group::reap_leftovers(&groups);
+    crate::process::group::record_in(&groups);
+    if killed > 0 {
+        report::note(&format!(
+            "killed {killed} process{} left running by a kiln that was stopped",
+            if killed == 1 { "" } else { "es" }
+        ));
+    }
+    for r in crate::build::journal::recover(&s.cache_dir) {
+        report::note(&r.to_string());
+    }
+}
+
+/// Takes the environment's lock for a command that changes it; waits for another kiln (saying
+/// for whom) unless `--no-wait`.
+fn lock_env(s: &Settings) -> Result<crate::build::locks::Held, Failure> {
+    use crate::build::locks;
+    let (python, _) = crate::probe::python::choose(s.python.as_deref()).map_err(Failure::User)?;
+    let what = format!("the environment of {}", python.display());
+    let waiting = |h: &locks::Holder| report::note(&format!("waiting for another kiln changing {what}: {h}"));
+    locks::take(&locks::env_lock(&s.cache_dir, &python), &what, !s.no_wait, waiting)
+        .map_err(|e| Failure::User(e.to_string()))
+}
+
 fn dispatch(s: &Settings, command: &Command) -> CmdResult {
+    let _env = match command {
+        Command::Install(a) if !a.dry_run => Some(lock_env(s)?),
+        _ => None,
+    };
     match command {
         Command::Doctor(t) => doctor::run(s, &t.targets),
         Command::Plan(t) => plan::run(s, &t.targets),

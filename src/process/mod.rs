@@ -5,13 +5,20 @@
 //! time limit kills the program and says so. Waiting never polls: duct waits on `SIGCHLD`, and
 //! streamed lines arrive through a channel from a reader thread.
 //!
+//! Every program runs in a process group of its own that dies with kiln ([`group`]); a time
+//! limit, a stall limit (no output and no CPU time for a while, for long builds) and an
+//! interrupt kill the whole group ([`wait`]).
+//!
 //! It deliberately ignores what the programs mean; callers turn failures into their own errors.
-//! It kills only the program it started, not processes that program started in turn.
 
+pub mod group;
 mod log;
 pub mod secrets;
+mod wait;
 
+pub use group::{INTERRUPTED_EXIT, interrupted};
 pub use log::{cause_lines, tail_lines};
+use wait::wait;
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -23,9 +30,6 @@ use std::time::Duration;
 /// The signal the kernel's OOM killer sends.
 pub const SIGKILL: i32 = 9;
 
-/// How long a killed program gets to be reaped before kiln stops waiting for it.
-const REAP: Duration = Duration::from_secs(5);
-
 /// How a program ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exit {
@@ -35,6 +39,11 @@ pub enum Exit {
     Signal(i32),
     /// kiln killed it after this long: its time limit ran out.
     TimedOut(Duration),
+    /// kiln killed it after it wrote nothing and used no CPU time for this long (a stall limit).
+    Stalled(Duration),
+    /// kiln killed it when the overall time limit of the work it is part of (a whole build),
+    /// this long, ran out.
+    OverLimit(Duration),
     /// There is no exit status: the program could not be started (or its log opened), or it
     /// was lost. The reason, as a sentence.
     NoStatus(String),
@@ -65,6 +74,12 @@ impl fmt::Display for Exit {
             Exit::Signal(6) => f.write_str("killed by signal 6 (SIGABRT)"),
             Exit::Signal(sig) => write!(f, "killed by signal {sig}"),
             Exit::TimedOut(d) => write!(f, "killed after {} s", d.as_secs()),
+            Exit::Stalled(d) => write!(
+                f,
+                "killed by the stall limit: no output and no CPU time for {} s",
+                d.as_secs()
+            ),
+            Exit::OverLimit(d) => write!(f, "killed by the time limit after {} s", d.as_secs()),
             Exit::NoStatus(why) => f.write_str(why),
         }
     }
@@ -86,6 +101,12 @@ pub struct Cmd {
     pub env: Vec<(String, String)>,
     /// Killed once it has run this long (logged runs; captures take theirs as an argument).
     pub limit: Option<Duration>,
+    /// Killed once it has written nothing to its log and used no CPU time for this long (logged
+    /// runs).
+    pub stall: Option<Duration>,
+    /// It puts something back (an uninstall after a failed install): it may start after an
+    /// interrupt, when nothing else may.
+    pub restoring: bool,
 }
 
 impl Cmd {
@@ -96,6 +117,8 @@ impl Cmd {
             cwd: None,
             env: Vec::new(),
             limit: None,
+            stall: None,
+            restoring: false,
         }
     }
 
@@ -126,6 +149,19 @@ impl Cmd {
         self
     }
 
+    /// Kills the command once it has written nothing and used no CPU time for `stall` (for
+    /// [`Cmd::run_logged`] and [`Cmd::output_logged`]).
+    pub fn stall(mut self, stall: Duration) -> Cmd {
+        self.stall = Some(stall);
+        self
+    }
+
+    /// Marks a command that puts something back: it may start after an interrupt.
+    pub fn restoring(mut self) -> Cmd {
+        self.restoring = true;
+        self
+    }
+
     /// The command as a std one: for library APIs that hand out a `std::process::Command`
     /// (`cargo_metadata`), so that it still runs through here.
     pub fn from_std(c: &std::process::Command) -> Cmd {
@@ -150,7 +186,19 @@ impl Cmd {
         for (k, v) in &self.env {
             e = e.env(k, v);
         }
-        e.unchecked()
+        e.unchecked().before_spawn(|c| {
+            group::configure(c);
+            Ok(())
+        })
+    }
+
+    /// Refuses to start anything but a restoring command after an interrupt.
+    fn may_start(&self) -> std::io::Result<()> {
+        if group::may_start(self.restoring) {
+            Ok(())
+        } else {
+            Err(std::io::Error::other("kiln was interrupted"))
+        }
     }
 
     /// Runs with stdout and stderr appended to `log`; on failure returns the log's last lines.
@@ -200,10 +248,12 @@ impl Cmd {
             base.stdout_file(pipe)
         };
         drop(base);
-        let handle = e
-            .start()
+        let handle = self
+            .may_start()
+            .and_then(|()| e.start())
             .map_err(|e| not_run(format!("could not start `{}`: {e}", self.program)))?;
-        let (exit, out) = wait(&handle, self.limit);
+        let stall = self.stall.map(|d| (d, log));
+        let (exit, out) = wait(&handle, self.limit, stall, self.restoring);
         let stdout = out.map(|o| secrets.mask(&String::from_utf8_lossy(&o.stdout)).into_owned());
         // Its output is in the log once the pipe is drained (a daemon it left holding the
         // pipe is not waited for).
@@ -218,13 +268,14 @@ impl Cmd {
 
     /// Runs with output captured, feeding `stdin`, killing it after `timeout`.
     pub fn capture(&self, stdin: &[u8], timeout: Duration) -> Result<Captured, std::io::Error> {
+        self.may_start()?;
         let handle = self
             .expr()
             .stdin_bytes(stdin.to_vec())
             .stdout_capture()
             .stderr_capture()
             .start()?;
-        let (status, out) = wait(&handle, Some(timeout));
+        let (status, out) = wait(&handle, Some(timeout), None, self.restoring);
         let secrets = secrets::Secrets::of(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let text = |b: &[u8]| secrets.mask(&String::from_utf8_lossy(b)).into_owned();
         let timed_out = matches!(status, Exit::TimedOut(_));
@@ -246,7 +297,11 @@ impl Cmd {
         first: Duration,
         mut on_line: impl FnMut(&str) -> Next,
     ) -> Result<Streamed, std::io::Error> {
+        self.may_start()?;
         let reader = self.expr().stdin_bytes(stdin.to_vec()).stderr_capture().reader()?;
+        let pids = reader.pids();
+        group::started(&pids, self.restoring);
+        let _ended = wait::Ended(pids.clone());
         let (tx, rx) = mpsc::channel::<String>();
         let killed = std::thread::scope(|scope| {
             let r = &reader;
@@ -269,6 +324,7 @@ impl Cmd {
                 }
             };
             if killed.is_some() {
+                pids.iter().for_each(|&p| group::kill_group(p));
                 let _ = reader.kill();
             }
             killed
@@ -282,24 +338,6 @@ impl Cmd {
             exit: killed.flatten().unwrap_or(status),
             stderr,
         })
-    }
-}
-
-/// Waits for `handle` (duct waits on `SIGCHLD`: no polling), killing it once `limit` has passed.
-fn wait(handle: &duct::Handle, limit: Option<Duration>) -> (Exit, Option<&std::process::Output>) {
-    let done = match limit {
-        None => handle.wait().map(Some),
-        Some(d) => handle.wait_timeout(d),
-    };
-    match (done, limit) {
-        (Ok(Some(out)), _) => (Exit::of(out.status), Some(out)),
-        (Ok(None), Some(d)) => {
-            let _ = handle.kill();
-            let _ = handle.wait_timeout(REAP);
-            (Exit::TimedOut(d), None)
-        }
-        (Ok(None), None) => (Exit::NoStatus("lost the process".into()), None),
-        (Err(e), _) => (Exit::NoStatus(format!("lost the process: {e}")), None),
     }
 }
 

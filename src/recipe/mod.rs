@@ -12,5 +12,5 @@ pub mod set;
 pub mod template;
 
 pub use diag::{Diagnostic, Diagnostics};
-pub use model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source};
+pub use model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source, parse_duration};
 pub use set::{LoadError, RecipeSet};

@@ -164,6 +164,31 @@ pub struct Build {
     /// A Cargo manifest inside the source (Rust extensions), read with `cargo metadata` first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cargo_manifest: Option<String>,
+    /// `stall = "20m"`: a build command that writes nothing and uses no CPU time for this long is
+    /// killed. Not part of the wheel-cache key: it does not decide the binary.
+    #[serde(skip)]
+    pub stall: Option<std::time::Duration>,
+    /// `limit = "6h"`: the whole build (every command of it) is killed after this long.
+    #[serde(skip)]
+    pub limit: Option<std::time::Duration>,
+}
+
+/// `90s`, `20m`, `6h`, `1d` (a number and a unit; `1h30m` is not accepted).
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    n.checked_mul(secs)
+        .filter(|&t| t > 0)
+        .map(std::time::Duration::from_secs)
 }
 
 /// An optional part of a component (`flashinfer[cutedsl]`).

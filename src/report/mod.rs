@@ -45,6 +45,11 @@ pub fn error(msg: &str) {
     eprintln!("error: {msg}");
 }
 
+/// Something the user should know that is not an error (a rollback of what a killed kiln left).
+pub fn note(msg: &str) {
+    eprintln!("note: {msg}");
+}
+
 /// Problems in recipe files, each at its `file:line:col`.
 pub fn diagnostics(d: &Diagnostics, as_json: bool) {
     if as_json {

@@ -121,6 +121,9 @@ pub struct BuildSpec {
     pub env: BTreeMap<String, Arg>,
     pub prepare: Vec<Vec<Arg>>,
     pub wheel: Vec<Arg>,
+    /// The recipe's `[build] stall` and `limit` (the command line's win when given).
+    pub stall: Option<std::time::Duration>,
+    pub limit: Option<std::time::Duration>,
 }
 
 /// Why a step's build cannot be rendered on this machine.
@@ -176,6 +179,8 @@ impl BuildSpec {
             env,
             prepare,
             wheel,
+            stall: build.stall,
+            limit: build.limit,
         })
     }
 
@@ -277,6 +282,8 @@ mod tests {
             wheel: None,
             memory_per_job: Some(8 << 30),
             cargo_manifest: None,
+            stall: None,
+            limit: None,
         };
         let spec = BuildSpec::new(&build, &vars(6)).unwrap();
         assert_eq!(spec.jobs, 6);

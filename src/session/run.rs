@@ -38,6 +38,8 @@ impl Session {
             facts: &self.facts,
             offline: settings.offline,
             locked_wheels: self.locked_wheels.clone(),
+            stall: settings.stall,
+            limit: settings.limit,
         };
         let events_path = logs.join("events.jsonl");
         let report = match events::EventLog::create(&events_path) {

@@ -3,6 +3,7 @@
 mod build;
 mod bundle;
 mod common;
+mod crash;
 mod download;
 mod fatbin;
 mod flashinfer;

@@ -17,6 +17,8 @@ const KEYS: &[&str] = &[
     "wheel",
     "memory_per_job",
     "cargo_manifest",
+    "stall",
+    "limit",
 ];
 const INSTALL: &[&str] = &["deps"];
 
@@ -68,6 +70,18 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
         }
     }
     build.cargo_manifest = cx.string(b, "cargo_manifest", "build").map(|s| s.value.to_string());
+    for (key, slot) in [("stall", &mut build.stall), ("limit", &mut build.limit)] {
+        if let Some(d) = cx.string(b, key, "build") {
+            match crate::recipe::model::parse_duration(d.value) {
+                Some(t) => *slot = Some(t),
+                None => cx.error(
+                    d.span,
+                    format!("bad duration `{}` in build.{key}", d.value),
+                    "expected a number and a unit: `90s`, `20m`, `6h` or `1d`",
+                ),
+            }
+        }
+    }
     build
 }
 

@@ -1,0 +1,176 @@
+//! One writer per environment and per wheel-cache entry: advisory locks (`flock(2)` through
+//! std's `File::lock`), released by the kernel when the holder exits however it exits, so a
+//! `kill -9` never leaves a stale lock behind.
+//!
+//! The lock files live in the cache, under `locks/`: `env-<key>.lock` for an environment (the
+//! key is a hash of its interpreter's absolute path, the directory resolved but not the
+//! interpreter itself: every venv's `python` is a link to the same binary) and
+//! `wheel-<cache key>.lock` for a wheel-cache entry being built. Each holds who holds it
+//! ([`Holder`]: pid, command line, since when), written once the lock is taken, so that a kiln
+//! that has to wait can say for whom.
+//!
+//! It deliberately ignores kilns that use another cache directory on the same environment
+//! (they do not see each other's locks) and readers: `doctor` and `plan` take no lock.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Who holds a lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    /// Its command line.
+    pub command: String,
+    /// When it took the lock, in seconds since the epoch.
+    pub since: u64,
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// `pid 4242 (kiln install fixture-pure), since 12:03:04 UTC, 5 s ago`.
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let day = self.since % 86_400;
+        let (h, m, s) = (day / 3600, day % 3600 / 60, day % 60);
+        let ago = now().saturating_sub(self.since);
+        write!(
+            f,
+            "pid {} ({}), since {h:02}:{m:02}:{s:02} UTC, {ago} s ago",
+            self.pid, self.command
+        )
+    }
+}
+
+/// A lock another kiln holds.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("{what} is being changed by another kiln: {holder}; it was not waited for (--no-wait)")]
+    Busy { what: String, holder: Holder },
+    #[error("cannot lock {}: {error}", path.display())]
+    Io { path: PathBuf, error: std::io::Error },
+}
+
+/// A lock held; released when dropped (or when kiln dies).
+#[derive(Debug)]
+pub struct Held {
+    _file: File,
+    pub path: PathBuf,
+}
+
+/// The lock file of the environment of `python`.
+pub fn env_lock(cache: &Path, python: &Path) -> PathBuf {
+    let abs = std::path::absolute(python).unwrap_or_else(|_| python.to_path_buf());
+    let resolved = match (abs.parent().and_then(|d| d.canonicalize().ok()), abs.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name),
+        _ => abs,
+    };
+    let hash = hex::encode(Sha256::digest(resolved.to_string_lossy().as_bytes()));
+    cache.join("locks").join(format!("env-{}.lock", &hash[..16]))
+}
+
+/// The lock file of the wheel-cache entry `key`.
+pub fn entry_lock(cache: &Path, key: &str) -> PathBuf {
+    cache.join("locks").join(format!("wheel-{key}.lock"))
+}
+
+/// The holder written in a lock file (`None` while it is being written or when unreadable).
+pub fn holder(path: &Path) -> Option<Holder> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// Takes the lock at `path` for `what` (`the environment /v/bin/python`). When another kiln
+/// holds it: with `wait`, tells `waiting` who and blocks until it is free; without, fails with
+/// who holds it.
+pub fn take(path: &Path, what: &str, wait: bool, waiting: impl FnOnce(&Holder)) -> Result<Held, LockError> {
+    let io = |error| LockError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut text = Vec::new();
+            let _ = file.read_to_end(&mut text);
+            let holder = serde_json::from_slice(&text).unwrap_or(Holder {
+                pid: 0,
+                command: "unknown".into(),
+                since: now(),
+            });
+            if !wait {
+                return Err(LockError::Busy {
+                    what: what.to_string(),
+                    holder,
+                });
+            }
+            waiting(&holder);
+            file.lock().map_err(io)?;
+        }
+        Err(TryLockError::Error(e)) => return Err(io(e)),
+    }
+    let me = Holder {
+        pid: std::process::id(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        since: now(),
+    };
+    let text = serde_json::to_vec(&me).unwrap_or_default();
+    file.set_len(0).map_err(io)?;
+    file.rewind().map_err(io)?;
+    file.write_all(&text).map_err(io)?;
+    Ok(Held {
+        _file: file,
+        path: path.to_path_buf(),
+    })
+}
+
+/// Takes the lock at `path` only when nobody holds it: `None` when another kiln does.
+pub fn try_take(path: &Path) -> Option<Held> {
+    take(path, "", false, |_| {}).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lock_says_who_holds_it_and_frees_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("v/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let path = env_lock(dir.path(), &bin.join("python"));
+        assert_eq!(path, env_lock(dir.path(), &bin.join("../bin/python")));
+        assert_ne!(path, env_lock(dir.path(), &dir.path().join("w/bin/python")));
+        let held = take(&path, "the environment /v", false, |_| panic!("free")).unwrap();
+        let who = holder(&path).unwrap();
+        assert_eq!(who.pid, std::process::id());
+        // flock locks belong to the open file: a second open in this process is another holder.
+        let busy = take(&path, "the environment /v", false, |_| {}).unwrap_err();
+        let text = busy.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "the environment /v is being changed by another kiln: pid {}",
+                who.pid
+            )),
+            "{text}"
+        );
+        assert!(try_take(&path).is_none());
+        drop(held);
+        assert!(try_take(&path).is_some());
+    }
+}
