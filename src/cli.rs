@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::arch::{self, ArchParseError};
+use crate::compile_cache::Backend;
 use crate::settings::{self, DEFAULT_BUNDLE_FILE, DEFAULT_LOCK_FILE, Settings};
 
 /// kiln provisions GPU inference stacks: it checks what a Python environment really has
@@ -72,6 +73,11 @@ pub struct Global {
     /// Print only errors
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
+    /// Compile through sccache with this shared backend: `redis://host:port[/db]` or a
+    /// directory. Nodes that share it compile each translation unit once; a backend that is
+    /// down or stops answering costs a warning, never a build
+    #[arg(long, global = true, value_name = "URL", env = "KILN_COMPILE_CACHE", value_parser = Backend::parse)]
+    pub compile_cache: Option<Backend>,
 }
 
 impl Global {
@@ -91,6 +97,7 @@ impl Global {
             progress: !self.no_progress,
             quiet: self.quiet,
             jit_proof: true,
+            compile_cache: self.compile_cache.clone(),
         })
     }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::arch::Arch;
+use crate::compile_cache::Backend;
 
 /// The lockfile's name when none is given.
 pub const DEFAULT_LOCK_FILE: &str = "kiln.lock";
@@ -46,6 +47,8 @@ pub struct Settings {
     pub quiet: bool,
     /// `install`: prove the JIT of what it built or installed (off: `--no-jit-proof`).
     pub jit_proof: bool,
+    /// `--compile-cache` (`KILN_COMPILE_CACHE`): builds compile through sccache with this backend.
+    pub compile_cache: Option<Backend>,
 }
 
 impl Settings {
@@ -66,6 +69,7 @@ impl Settings {
             progress: true,
             quiet: false,
             jit_proof: true,
+            compile_cache: None,
         }
     }
 }

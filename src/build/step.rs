@@ -29,6 +29,10 @@ pub(super) struct Prepared {
     pub unverified: Option<wheels::Unverified>,
     pub note: Option<String>,
     pub work: PathBuf,
+    /// What the compile cache did for the build.
+    pub compile_cache: Option<crate::compile_cache::stats::Stats>,
+    /// The stable build directory's lock, held until the step is installed.
+    pub _stable: Option<crate::compile_cache::StableDir>,
 }
 
 pub(super) fn recipe_of<'a>(step: &Step, cx: &Context<'a>) -> Result<&'a Recipe, BuildFailure> {
@@ -56,7 +60,7 @@ pub(super) fn prepare(
     let source = r
         .source_of(step.version.as_deref())
         .ok_or_else(|| fail(Phase::Fetch, StepError::NoSource))?;
-    let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
+    let mut work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
     if let Source::Wheel { requirement, index_url } = source {
         return Ok(Prepared {
             to_install: requirement.clone(),
@@ -68,12 +72,22 @@ pub(super) fn prepare(
             unverified: None,
             note: None,
             work,
+            compile_cache: None,
+            _stable: None,
         });
     }
     let spec = step
         .build
         .as_ref()
         .ok_or_else(|| fail(Phase::Fetch, StepError::NoSpec))?;
+    // With the compile cache, the build runs where it runs on every node (see StableDir).
+    let compiles_cached = cx.compile_cache.is_some() && spec.compile_cache.is_some();
+    let stable = compiles_cached
+        .then(|| crate::compile_cache::StableDir::take(&step.name))
+        .flatten();
+    if let Some(s) = &stable {
+        work = s.dir.clone();
+    }
     reporter.phase(step, Phase::Fetch, &describe(source));
     let fetched = source::fetch(
         source,
@@ -91,6 +105,7 @@ pub(super) fn prepare(
     let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
     let cached = cache_entry.as_ref().and_then(|(key, _)| wheels::find(&cx.cache, key));
     let unverified = cached.as_ref().and_then(|c| c.unverified.clone());
+    let mut compile_cache = None;
     let (wheel, from_cache, note) = match cached {
         Some(wheels::Cached {
             wheel,
@@ -125,7 +140,15 @@ pub(super) fn prepare(
                 work: &work,
                 reporter,
             };
-            let (w, n) = job.build()?;
+            let (w, n, stats) = job.build()?;
+            compile_cache = stats;
+            let n = match (n, compiles_cached && stable.is_none()) {
+                (n, false) => n,
+                (n, true) => Some(
+                    n.map_or(String::new(), |n| format!("{n}; "))
+                        + "another run held the stable build directory: built elsewhere, so device code compiled again",
+                ),
+            };
             (w, false, n)
         }
     };
@@ -139,6 +162,8 @@ pub(super) fn prepare(
         unverified,
         note,
         work,
+        compile_cache,
+        _stable: stable,
     })
 }
 

@@ -37,6 +37,10 @@ impl Session {
             import_timeout: settings.import_timeout,
             facts: &self.facts,
             offline: settings.offline,
+            compile_cache: settings
+                .compile_cache
+                .clone()
+                .map(|b| build::compile::CompileCache::new(b, &settings.cache_dir, settings.offline, &plan.archs)),
         };
         let events_path = logs.join("events.jsonl");
         let report = match events::EventLog::create(&events_path) {

@@ -3,6 +3,7 @@
 mod build;
 mod bundle;
 mod common;
+mod compile_cache;
 mod download;
 mod fatbin;
 mod flashinfer;
