@@ -76,6 +76,11 @@ impl CompileCache {
         }
     }
 
+    /// The backend as it may be shown.
+    pub fn shown(&self) -> String {
+        self.backend.shown()
+    }
+
     /// Says `text` about `step` unless a warning of this `kind` was given in this run.
     fn warn(&self, kind: &'static str, reporter: &dyn Reporter, step: &Step, text: &str) {
         let first = self.warned.lock().map(|mut w| w.insert(kind)).unwrap_or(true);

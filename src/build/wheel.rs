@@ -44,6 +44,8 @@ impl WheelJob<'_> {
             return Ok((wheel, note, None));
         };
         let log = self.log(Phase::Wheel).with_extension("sccache.log");
+        let starting = format!("compile cache {}: starting sccache", cc.shown());
+        self.reporter.phase(self.step, Phase::Wheel, &starting);
         let sc = cc.begin(self.step, wiring.nvcc.as_deref(), &log, self.reporter);
         let built = self.build_with(sc.run.clone());
         let stats = cc.finish(self.step, sc, self.reporter);
