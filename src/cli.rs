@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::arch::{self, ArchParseError};
+use crate::compile_cache::Backend;
 use crate::settings::{self, DEFAULT_BUNDLE_FILE, DEFAULT_LOCK_FILE, Settings};
 
 /// kiln provisions GPU inference stacks: it checks what a Python environment really has
@@ -84,6 +85,11 @@ pub struct Global {
     /// wait for it)
     #[arg(long, global = true)]
     pub no_wait: bool,
+    /// Compile through sccache with this shared backend: `redis://host:port[/db]` or a
+    /// directory. Nodes that share it compile each translation unit once; a backend that is
+    /// down or stops answering costs a warning, never a build
+    #[arg(long, global = true, value_name = "URL", env = "KILN_COMPILE_CACHE", value_parser = Backend::parse)]
+    pub compile_cache: Option<Backend>,
 }
 
 /// A `--stall` or `--limit` value.
@@ -112,6 +118,7 @@ impl Global {
             no_wait: self.no_wait,
             stall: self.stall,
             limit: self.limit,
+            compile_cache: self.compile_cache.clone(),
         })
     }
 }

@@ -25,7 +25,8 @@
 //! * [`lock`] is `kiln.lock`: a proven environment written down, and what differs from it;
 //!   [`bundle`] packs a lock with the cached sources and wheels it needs, for air-gapped nodes.
 //! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling) and the run rules;
-//!   [`process`] is the one subprocess wrapper.
+//!   [`process`] is the one subprocess wrapper; [`compile_cache`] drives sccache with a shared
+//!   backend so a fleet compiles each translation unit once.
 //! * [`settings`] is what the command line decides, typed once ([`cli`] builds it); [`session`]
 //!   is the pipeline as plain data (probe, assess, solve, plan, execute) for the commands.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
@@ -37,6 +38,7 @@ pub mod bundle;
 pub mod cache_dir;
 pub mod cli;
 pub mod commands;
+pub mod compile_cache;
 pub mod download;
 pub mod fatbin;
 pub mod lock;

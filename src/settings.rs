@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::arch::Arch;
+use crate::compile_cache::Backend;
 
 /// The lockfile's name when none is given.
 pub const DEFAULT_LOCK_FILE: &str = "kiln.lock";
@@ -54,6 +55,8 @@ pub struct Settings {
     /// `--limit`: kill a build step that runs longer than this (over the recipe's
     /// `[build] limit`).
     pub limit: Option<Duration>,
+    /// `--compile-cache` (`KILN_COMPILE_CACHE`): builds compile through sccache with this backend.
+    pub compile_cache: Option<Backend>,
 }
 
 impl Settings {
@@ -77,6 +80,7 @@ impl Settings {
             no_wait: false,
             stall: None,
             limit: None,
+            compile_cache: None,
         }
     }
 }

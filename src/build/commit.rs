@@ -33,6 +33,8 @@ pub(super) struct StepDone {
     pub from_cache: bool,
     /// Something the user should know about how it went (a retry with fewer jobs).
     pub note: Option<String>,
+    /// What the compile cache did for the build.
+    pub compile_cache: Option<crate::compile_cache::stats::Stats>,
     /// The verification probe's facts: the environment as it is after this step.
     pub facts: PythonFacts,
 }
@@ -110,6 +112,7 @@ pub(super) fn commit(
         source: p.identity,
         from_cache: p.from_cache,
         note: p.note,
+        compile_cache: p.compile_cache,
         facts,
     })
 }

@@ -23,7 +23,7 @@ pub struct Event {
     /// Seconds since the run began.
     pub t: f64,
     pub step: String,
-    /// `started`, `phase` or `finished`.
+    /// `started`, `phase`, `warning` or `finished`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
@@ -32,6 +32,9 @@ pub struct Event {
     /// For `finished`: `done`, `kept` or `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// For `finished`: what the compile cache did for the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cache: Option<crate::compile_cache::stats::Stats>,
 }
 
 /// Writes events as they happen.
@@ -62,8 +65,13 @@ impl EventLog {
             phase: phase.map(|p| p.as_str().to_string()),
             detail: detail.map(str::to_string),
             result: result.map(str::to_string),
+            compile_cache: None,
         };
-        if let (Ok(line), Ok(mut f)) = (serde_json::to_string(&e), self.file.lock()) {
+        self.append(&e);
+    }
+
+    fn append(&self, e: &Event) {
+        if let (Ok(line), Ok(mut f)) = (serde_json::to_string(e), self.file.lock()) {
             let _ = writeln!(f, "{line}");
         }
     }
@@ -78,8 +86,23 @@ impl Reporter for EventLog {
         self.write(step, "phase", Some(phase), Some(detail), None);
     }
 
+    fn warning(&self, step: &Step, text: &str) {
+        self.write(step, "warning", None, Some(text), None);
+    }
+
     fn step_finished(&self, step: &Step, outcome: &Outcome) {
-        self.write(step, "finished", None, None, Some(outcome.result));
+        if !step.action.changes() {
+            return;
+        }
+        self.append(&Event {
+            t: self.start.elapsed().as_secs_f64(),
+            step: step.name.clone(),
+            kind: "finished".into(),
+            phase: None,
+            detail: outcome.compile_cache.as_ref().map(|s| s.summary()),
+            result: Some(outcome.result.to_string()),
+            compile_cache: outcome.compile_cache.clone(),
+        });
     }
 }
 
@@ -109,6 +132,11 @@ impl Reporter for Tee<'_> {
     fn transfer(&self, step: &Step, done: u64, total: Option<u64>) {
         self.0.transfer(step, done, total);
         self.1.transfer(step, done, total);
+    }
+
+    fn warning(&self, step: &Step, text: &str) {
+        self.0.warning(step, text);
+        self.1.warning(step, text);
     }
 
     fn step_finished(&self, step: &Step, outcome: &Outcome) {

@@ -21,6 +21,7 @@
 pub mod aot_cache;
 mod blame;
 mod commit;
+pub mod compile;
 pub mod events;
 pub mod failure;
 pub mod install;
@@ -89,6 +90,8 @@ pub trait Reporter {
     fn step_finished(&self, step: &Step, outcome: &Outcome);
     /// Bytes of a download so far, and the total when the server said it.
     fn transfer(&self, _step: &Step, _done: u64, _total: Option<u64>) {}
+    /// Something went wrong that does not fail the step (the compile cache is down).
+    fn warning(&self, _step: &Step, _text: &str) {}
 }
 
 /// What happened to one step.
@@ -110,6 +113,9 @@ pub struct Outcome {
     /// How it went, when that needs saying (a compile retried with fewer jobs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What the compile cache did for this step's compiles (`--compile-cache`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile_cache: Option<crate::compile_cache::stats::Stats>,
 }
 
 /// Everything the executor needs besides the plan.
@@ -132,6 +138,8 @@ pub struct Context<'a> {
     /// `--stall` and `--limit`: a build's stall and overall time limits, over the recipe's.
     pub stall: Option<Duration>,
     pub limit: Option<Duration>,
+    /// `--compile-cache`: sccache in front of every build's compilers.
+    pub compile_cache: Option<compile::CompileCache>,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any

@@ -131,6 +131,7 @@ fn outcome(step: &Step, since: Instant, result: &'static str, done: Option<&Step
         source: done.map(|d| d.source.clone()),
         from_cache: done.is_some_and(|d| d.from_cache),
         note: done.and_then(|d| d.note.clone()),
+        compile_cache: done.and_then(|d| d.compile_cache.clone()),
     }
 }
 

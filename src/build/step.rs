@@ -32,6 +32,10 @@ pub(super) struct Prepared {
     /// The wheel-cache entry's lock, held until the step is over (its wheel stored or not):
     /// another kiln building the same entry waits and then takes this one's wheel.
     pub _entry_lock: Option<locks::Held>,
+    /// What the compile cache did for the build.
+    pub compile_cache: Option<crate::compile_cache::stats::Stats>,
+    /// The stable build directory's lock, held until the step is installed.
+    pub _stable: Option<crate::compile_cache::StableDir>,
 }
 
 pub(super) fn recipe_of<'a>(step: &Step, cx: &Context<'a>) -> Result<&'a Recipe, BuildFailure> {
@@ -59,7 +63,7 @@ pub(super) fn prepare(
     let source = r
         .source_of(step.version.as_deref())
         .ok_or_else(|| fail(Phase::Fetch, StepError::NoSource))?;
-    let work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
+    let mut work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
     if let Source::Wheel { requirement, index_url } = source {
         return Ok(Prepared {
             to_install: requirement.clone(),
@@ -72,12 +76,22 @@ pub(super) fn prepare(
             note: None,
             work,
             _entry_lock: None,
+            compile_cache: None,
+            _stable: None,
         });
     }
     let spec = step
         .build
         .as_ref()
         .ok_or_else(|| fail(Phase::Fetch, StepError::NoSpec))?;
+    // With the compile cache, the build runs where it runs on every node (see StableDir).
+    let compiles_cached = cx.compile_cache.is_some() && spec.compile_cache.is_some();
+    let stable = compiles_cached
+        .then(|| crate::compile_cache::StableDir::take(&step.name))
+        .flatten();
+    if let Some(s) = &stable {
+        work = s.dir.clone();
+    }
     reporter.phase(step, Phase::Fetch, &describe(source));
     let fetched = source::fetch(
         source,
@@ -123,6 +137,7 @@ pub(super) fn prepare(
         None => None,
     };
     let unverified = cached.as_ref().and_then(|c| c.unverified.clone());
+    let mut compile_cache = None;
     let (wheel, from_cache, note) = match cached {
         Some(wheels::Cached {
             wheel,
@@ -160,7 +175,15 @@ pub(super) fn prepare(
                 reporter,
                 started: std::time::Instant::now(),
             };
-            let (w, n) = job.build()?;
+            let (w, n, stats) = job.build()?;
+            compile_cache = stats;
+            let n = match (n, compiles_cached && stable.is_none()) {
+                (n, false) => n,
+                (n, true) => Some(
+                    n.map_or(String::new(), |n| format!("{n}; "))
+                        + "another run held the stable build directory: built elsewhere, so device code compiled again",
+                ),
+            };
             (w, false, n)
         }
     };
@@ -175,6 +198,8 @@ pub(super) fn prepare(
         note,
         work,
         _entry_lock: entry_lock,
+        compile_cache,
+        _stable: stable,
     })
 }
 

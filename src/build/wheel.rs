@@ -21,6 +21,9 @@ use crate::resolve::spec::{Arg, BuildSpec, Piece, RunValues};
 /// `cargo metadata --no-deps` reads manifests and nothing else: minutes mean it is stuck.
 const CARGO_METADATA_LIMIT: Duration = Duration::from_secs(300);
 
+/// A built wheel, the note on how it went, and the compile cache's record.
+pub(super) type Built = (PathBuf, Option<String>, Option<crate::compile_cache::stats::Stats>);
+
 /// One wheel build: the step, its spec, and where it happens.
 pub(super) struct WheelJob<'a> {
     pub step: &'a Step,
@@ -34,14 +37,31 @@ pub(super) struct WheelJob<'a> {
 }
 
 impl WheelJob<'_> {
-    /// Runs the spec; returns the wheel, and a note when the compile had to be retried.
-    pub fn build(&self) -> Result<(PathBuf, Option<String>), BuildFailure> {
+    /// Runs the spec; returns the wheel, a note when the compile had to be retried, and what
+    /// the compile cache did (`--compile-cache`).
+    pub fn build(&self) -> Result<Built, BuildFailure> {
+        let cache = self.cx.compile_cache.as_ref().zip(self.spec.compile_cache.as_ref());
+        let Some((cc, (_, wiring))) = cache else {
+            let (wheel, note) = self.build_with(None)?;
+            return Ok((wheel, note, None));
+        };
+        let log = self.log(Phase::Wheel).with_extension("sccache.log");
+        let starting = format!("compile cache {}: starting sccache", cc.shown());
+        self.reporter.phase(self.step, Phase::Wheel, &starting);
+        let sc = cc.begin(self.step, wiring.nvcc.as_deref(), &log, self.reporter);
+        let built = self.build_with(sc.run.clone());
+        let stats = cc.finish(self.step, sc, self.reporter);
+        built.map(|(wheel, note)| (wheel, note, stats))
+    }
+
+    fn build_with(&self, compile_cache: Option<(String, bool)>) -> Result<(PathBuf, Option<String>), BuildFailure> {
         let wheel_dir = self.work.join("wheel");
         std::fs::create_dir_all(&wheel_dir).map_err(|e| {
             let context = format!("cannot create {}", wheel_dir.display());
             self.fail(Phase::Wheel, StepError::io(context)(e))
         })?;
         let mut values = run_values(self.spec, self.src, &wheel_dir, &self.work.join("build-requires"));
+        values.compile_cache = compile_cache;
         self.build_requires(&values)?;
         if let Some(manifest) = &self.spec.cargo_manifest {
             self.cargo_metadata(manifest)?;
@@ -204,6 +224,7 @@ fn run_values(spec: &BuildSpec, src: &Path, wheel_dir: &Path, overlay: &Path) ->
         overlay: overlay.display().to_string(),
         jobs: spec.jobs,
         inherited,
+        compile_cache: None,
     }
 }
 

@@ -171,6 +171,9 @@ pub fn done(outcomes: &[Outcome], logs: &Path) {
         if let Some(n) = &o.note {
             println!("          note: {n}");
         }
+        if let Some(c) = &o.compile_cache {
+            println!("          {} ({})", c.summary(), c.backend);
+        }
     }
     println!(
         "installed and verified {} component{}; kept {}; logs in {} (timings.html: where the time went)",

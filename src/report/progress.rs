@@ -69,6 +69,16 @@ impl Reporter for Progress {
 
     /// The step's spinner says how much of its download has arrived (plain output does not: the
     /// fetch phase line already says what is downloading).
+    fn warning(&self, step: &Step, text: &str) {
+        // A warning is printed even under --quiet: it says the run was not what was asked.
+        let line = format!("warning: {}: {text}", step.name);
+        if self.fancy {
+            self.multi.suspend(|| eprintln!("{line}"));
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
     fn transfer(&self, step: &Step, done: u64, total: Option<u64>) {
         if self.quiet || !self.fancy {
             return;

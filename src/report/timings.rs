@@ -67,9 +67,15 @@ pub fn html(events: &[Event]) -> String {
             .find_map(|e| e.result.clone())
             .unwrap_or_else(|| "unfinished".into());
         let begin = mine.first().map_or(0.0, |e| e.t);
+        // The compile cache's record of the step and any warning, under its name.
+        let cache = mine
+            .iter()
+            .find_map(|e| e.compile_cache.as_ref())
+            .map(|c| format!(" — {}", c.summary()))
+            .unwrap_or_default();
         let mut segments: Vec<Segment> = Vec::new();
         for (i, e) in mine.iter().enumerate().filter(|(_, e)| e.kind == "phase") {
-            let to = mine[i + 1..].first().map_or(end, |n| n.t);
+            let to = mine[i + 1..].iter().find(|n| n.kind != "warning").map_or(end, |n| n.t);
             segments.push(Segment {
                 phase: e.phase.clone().unwrap_or_default(),
                 detail: e.detail.clone().unwrap_or_default(),
@@ -79,11 +85,29 @@ pub fn html(events: &[Event]) -> String {
         }
         let _ = write!(
             out,
-            "<div class=\"row\"><div class=\"name\" title=\"{0}\">{0} ({1}, {2:.1} s)</div><div class=\"lane\">",
+            "<div class=\"row\"><div class=\"name\" title=\"{0}{3}\">{0} ({1}, {2:.1} s)</div><div class=\"lane\">",
             escape(step),
             escape(&result),
-            end - begin
+            end - begin,
+            escape(&cache)
         );
+        for w in mine.iter().filter(|e| e.kind == "warning") {
+            let _ = write!(
+                table,
+                "<tr><td>{}</td><td>warning</td><td>{:.2}</td><td>{}</td></tr>",
+                escape(step),
+                w.t,
+                escape(w.detail.as_deref().unwrap_or_default())
+            );
+        }
+        if !cache.is_empty() {
+            let _ = write!(
+                table,
+                "<tr><td>{}</td><td>compile cache</td><td></td><td>{}</td></tr>",
+                escape(step),
+                escape(cache.trim_start_matches(" — "))
+            );
+        }
         for s in &segments {
             let _ = write!(
                 out,
@@ -124,6 +148,7 @@ mod tests {
             phase: phase.map(str::to_string),
             detail: Some("<x>".into()),
             result: result.map(str::to_string),
+            compile_cache: None,
         }
     }
 

@@ -131,6 +131,8 @@ pub struct PlanOptions {
     pub archs: Vec<Arch>,
     pub jobs: Option<usize>,
     pub python: String,
+    /// `--compile-cache`: the backend as shown and the sccache wiring of every build.
+    pub compile_cache: Option<(String, crate::compile_cache::Wiring)>,
 }
 
 /// How many compile jobs fit: `--jobs`, else min(CPUs, available memory / memory per job).
@@ -344,7 +346,9 @@ fn build_spec(
     machine: &MachineFacts,
     opts: &PlanOptions,
 ) -> Result<BuildSpec, super::spec::SpecError> {
-    BuildSpec::new(&r.build, &vars(r, version, machine, opts))
+    let mut spec = BuildSpec::new(&r.build, &vars(r, version, machine, opts))?;
+    spec.compile_cache = opts.compile_cache.clone();
+    Ok(spec)
 }
 
 fn stuck_root(

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use crate::arch::DialectError;
+use crate::compile_cache::Wiring;
 use crate::recipe::Build;
 use crate::recipe::template::{Part, Template, Var, Vars};
 
@@ -50,6 +51,9 @@ pub struct RunValues {
     pub overlay: String,
     pub jobs: usize,
     pub inherited: BTreeMap<String, String>,
+    /// The step's sccache server socket, and whether nvcc goes through it; `None`: this build
+    /// runs without the compile cache (none asked for, or it cannot be used now).
+    pub compile_cache: Option<(String, bool)>,
 }
 
 impl RunValues {
@@ -62,6 +66,7 @@ impl RunValues {
             overlay: "<build requirements>".into(),
             jobs,
             inherited: [("PATH".to_string(), "$PATH".to_string())].into(),
+            compile_cache: Some(("<sccache socket>".into(), true)),
         }
     }
 }
@@ -124,6 +129,9 @@ pub struct BuildSpec {
     /// The recipe's `[build] stall` and `limit` (the command line's win when given).
     pub stall: Option<std::time::Duration>,
     pub limit: Option<std::time::Duration>,
+    /// The compile cache (`--compile-cache`): the backend as shown, and how sccache is put in
+    /// front of the compilers; its variables join `env` (a recipe's own value wins).
+    pub compile_cache: Option<(String, Wiring)>,
 }
 
 /// Why a step's build cannot be rendered on this machine.
@@ -181,12 +189,19 @@ impl BuildSpec {
             wheel,
             stall: build.stall,
             limit: build.limit,
+            compile_cache: None,
         })
     }
 
     /// The environment with the run's values filled in.
     pub fn env_with(&self, v: &RunValues) -> BTreeMap<String, String> {
-        self.env.iter().map(|(k, a)| (k.clone(), a.render(v))).collect()
+        let mut env: BTreeMap<String, String> = self.env.iter().map(|(k, a)| (k.clone(), a.render(v))).collect();
+        if let (Some((_, wiring)), Some((socket, cuda))) = (&self.compile_cache, &v.compile_cache) {
+            for (k, val) in wiring.env(socket, *cuda) {
+                env.entry(k).or_insert(val);
+            }
+        }
+        env
     }
 
     /// A command's argument list with the run's values filled in.
@@ -231,6 +246,9 @@ impl Serialize for BuildSpec {
             m.serialize_entry("env", &self.env_with(&shown))?;
         }
         m.serialize_entry("jobs", &self.jobs)?;
+        if let Some((backend, _)) = &self.compile_cache {
+            m.serialize_entry("compile_cache", backend)?;
+        }
         if !self.requires.is_empty() {
             m.serialize_entry("build_requires", &self.requires)?;
         }
@@ -301,6 +319,7 @@ mod tests {
             overlay: "/w/req".into(),
             jobs: 3,
             inherited: [("PATH".to_string(), "/usr/bin".to_string())].into(),
+            compile_cache: None,
         };
         let env = spec.env_with(&run);
         assert_eq!(env["MAX_JOBS"], "3");
@@ -328,9 +347,40 @@ mod tests {
         );
         let json = serde_json::to_value(&spec).unwrap();
         assert_eq!(json["env"]["MAX_JOBS"], "6");
+        assert!(json.get("compile_cache").is_none());
+        assert!(!shown.contains_key("SCCACHE_SERVER_UDS"));
         assert_eq!(json["jobs"], 6);
         assert_eq!(json["prepare"][0][2], "-j6");
         assert_eq!(json["wheel_command"][9], "<wheel dir>");
+    }
+
+    #[test]
+    fn the_compile_cache_joins_the_env_the_plan_shows_and_the_run_fills_its_socket_in() {
+        let build = Build {
+            env: [("PYTORCH_NVCC".to_string(), t("mine"))].into(),
+            ..Build::default()
+        };
+        let mut spec = BuildSpec::new(&build, &vars(2)).unwrap();
+        let wiring = Wiring {
+            sccache: "/c/sccache".into(),
+            nvcc: Some("/cuda/bin/nvcc".into()),
+        };
+        spec.compile_cache = Some(("redis://cache:6379".into(), wiring));
+        let shown = spec.shown_env();
+        assert_eq!(shown["SCCACHE_SERVER_UDS"], "<sccache socket>");
+        assert_eq!(shown["CMAKE_CUDA_COMPILER_LAUNCHER"], "/c/sccache");
+        assert_eq!(shown["PYTORCH_NVCC"], "mine", "the recipe's value wins");
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap()["compile_cache"],
+            "redis://cache:6379"
+        );
+        let mut run = RunValues::placeholders(2);
+        run.compile_cache = Some(("/tmp/s.sock".into(), false));
+        let env = spec.env_with(&run);
+        assert_eq!(env["SCCACHE_SERVER_UDS"], "/tmp/s.sock");
+        assert!(!env.contains_key("CMAKE_CUDA_COMPILER_LAUNCHER"));
+        run.compile_cache = None;
+        assert!(!spec.env_with(&run).contains_key("SCCACHE_SERVER_UDS"));
     }
 
     #[test]

@@ -302,6 +302,7 @@ impl Session {
             archs: self.archs.clone(),
             jobs: settings.jobs,
             python: self.python.display().to_string(),
+            compile_cache: None,
         };
         let version = manifest.version.as_str();
         // With no toolkit an arch spelling such as `{arch.flashinfer}` cannot be rendered; then

@@ -67,12 +67,32 @@ impl Session {
                 archs: self.archs.clone(),
                 jobs: settings.jobs,
                 python: self.python.display().to_string(),
+                compile_cache: self.compile_cache_wiring(settings),
             },
         );
         if settings.offline {
             self.block_uncached(&mut plan, settings);
         }
         plan
+    }
+
+    /// `--compile-cache`: the backend as shown, and sccache (on `PATH`, else the copy kiln
+    /// keeps in its cache) in front of the host compilers and this machine's nvcc.
+    fn compile_cache_wiring(&self, settings: &Settings) -> Option<(String, crate::compile_cache::Wiring)> {
+        let backend = settings.compile_cache.as_ref()?;
+        let nvcc = self
+            .machine
+            .cuda_toolkit
+            .as_ref()
+            .and_then(|t| t.home.as_ref())
+            .map(|h| h.join("bin").join("nvcc").display().to_string());
+        let wiring = crate::compile_cache::Wiring {
+            sccache: crate::compile_cache::tool::planned(&settings.cache_dir)
+                .display()
+                .to_string(),
+            nvcc,
+        };
+        Some((backend.shown(), wiring))
     }
 
     /// Offline, a step whose source the cache lacks is blocked now, not after the steps before

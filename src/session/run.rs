@@ -40,6 +40,10 @@ impl Session {
             locked_wheels: self.locked_wheels.clone(),
             stall: settings.stall,
             limit: settings.limit,
+            compile_cache: settings
+                .compile_cache
+                .clone()
+                .map(|b| build::compile::CompileCache::new(b, &settings.cache_dir, settings.offline, &plan.archs)),
         };
         let events_path = logs.join("events.jsonl");
         let report = match events::EventLog::create(&events_path) {

@@ -50,6 +50,7 @@ impl Session {
             archs: self.archs.clone(),
             jobs: settings.jobs,
             python: self.python.display().to_string(),
+            compile_cache: None,
         };
         let mut out = Vec::new();
         for r in self.scope.iter().filter_map(|(n, _)| self.set.get(n)) {

