@@ -30,6 +30,10 @@ pub const PARTS: &[(&str, &str)] = &[
         "aot",
         "JIT modules compiled ahead of time (install --aot), by what decides them",
     ),
+    (
+        "quarantine",
+        "cached wheels refused because their bytes did not match their hash",
+    ),
     ("work", "build trees of failed steps"),
     ("logs", "step logs, events and timings, one directory per run"),
     ("smoke", "smoke-test scratch"),
@@ -42,7 +46,7 @@ pub fn wheelhouse(cache: &Path) -> PathBuf {
 }
 
 /// The parts that only help debugging: `kiln cache clean` removes them by default.
-pub const SCRATCH: &[&str] = &["work", "logs", "smoke", "bundles"];
+pub const SCRATCH: &[&str] = &["work", "logs", "smoke", "bundles", "quarantine"];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Part {
