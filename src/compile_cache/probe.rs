@@ -52,9 +52,12 @@ pub fn cuda(sccache: &Path, nvcc: &str, archs: &[Arch], dir: &Path) -> Result<()
         Ok(()) if dir.join("probe.o").is_file() => Ok(()),
         Ok(()) => Err("the probe compile wrote no object".into()),
         Err(e) => {
+            // nvcc's own line (`fatbinary fatal   : Could not open input file ...`) over
+            // sccache's (`Compiler killed by signal 1`).
             let cause = e
                 .causes
                 .iter()
+                .chain(&e.tail)
                 .find(|l| l.contains("fatal") || l.contains("error"))
                 .or(e.tail.last())
                 .cloned()
