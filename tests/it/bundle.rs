@@ -76,14 +76,7 @@ fn a_split_bundle_installs_with_its_dependencies_and_builds_offline() {
     let out = w.kiln().args(["install", "fixture-deps"]).output().unwrap();
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(months(&w.python).unwrap(), "relativedelta(months=+3)");
-    let lockfile = w.dir.path().join("kiln.lock");
-    let out = w
-        .kiln()
-        .args(["lock", "fixture-deps", "-o"])
-        .arg(&lockfile)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lockfile = w.lock("fixture-deps");
 
     let bundle = w.dir.path().join("stack.tar");
     let out = w

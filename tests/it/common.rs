@@ -162,6 +162,20 @@ impl World {
         (tarball, sha)
     }
 
+    /// `kiln install NAME` in the world's venv; it must succeed.
+    pub fn install_ok(&self, name: &str) {
+        let out = self.kiln().args(["install", name]).output().unwrap();
+        assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    }
+
+    /// `kiln lock NAME` into `kiln.lock` beside the world; returns its path.
+    pub fn lock(&self, name: &str) -> PathBuf {
+        let lockfile = self.dir.path().join("kiln.lock");
+        let out = self.kiln().args(["lock", name, "-o"]).arg(&lockfile).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        lockfile
+    }
+
     /// Runs Python code in the world's venv; returns stdout.
     pub fn py(&self, code: &str) -> Result<String, String> {
         let out = StdCommand::new(&self.python)

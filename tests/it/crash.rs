@@ -135,6 +135,23 @@ fn kill(child: &mut Child, sig: &str) {
     assert!(st.success());
 }
 
+/// `kiln ARGS` with the fixture's hooks in `dir` and `env` set, to its end.
+fn with_hooks(w: &World, dir: &str, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut c = w.kiln();
+    c.args(args).env("HOOK_DIR", dir);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// With no hook in the way, the pending 2.0.0 installs.
+fn installs_2_0_0(w: &World, dir: &str) {
+    let out = with_hooks(w, dir, &[], &["install", "fixture-pure"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(version(w), "2.0.0");
+}
+
 /// After a kill at some point: any kiln command puts the environment back (saying so), it
 /// imports 1.0.0 again, and an install then completes with 2.0.0.
 fn next_run_rolls_back_and_completes(w: &World, what: &str) {
@@ -175,14 +192,7 @@ fn a_kill_during_the_build_leaves_nothing_running_and_the_environment_as_it_was(
         text(&out.stderr)
     );
     assert_eq!(version(&w), "1.0.0");
-    let out = w
-        .kiln()
-        .args(["install", "fixture-pure"])
-        .env("HOOK_DIR", dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(version(&w), "2.0.0");
+    installs_2_0_0(&w, dir);
 }
 
 #[test]
@@ -375,13 +385,7 @@ fn a_build_that_stalls_or_runs_past_its_limit_is_killed_with_its_group_and_says_
     w.edit("recipes/fixture-pure.toml", "[build]\n", "[build]\nstall = \"2s\"\n");
     // No output and no CPU time: the stall limit fires.
     let start = Instant::now();
-    let out = w
-        .kiln()
-        .args(["install", "fixture-pure"])
-        .env("HOOK_DIR", dir)
-        .env("HOOK_STALL", "1")
-        .output()
-        .unwrap();
+    let out = with_hooks(&w, dir, &[("HOOK_STALL", "1")], &["install", "fixture-pure"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -396,27 +400,19 @@ fn a_build_that_stalls_or_runs_past_its_limit_is_killed_with_its_group_and_says_
     assert_eq!(version(&w), "1.0.0");
     // Busy without output: not stalled; the overall limit from the command line fires.
     let start = Instant::now();
-    let out = w
-        .kiln()
-        .args(["--limit", "4s", "install", "fixture-pure"])
-        .env("HOOK_DIR", dir)
-        .env("HOOK_BUSY", "1")
-        .output()
-        .unwrap();
+    let out = with_hooks(
+        &w,
+        dir,
+        &[("HOOK_BUSY", "1")],
+        &["--limit", "4s", "install", "fixture-pure"],
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("killed by the time limit after 4 s"), "{err}");
     assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
     assert_eq!(version(&w), "1.0.0");
     // Within its limits it builds.
-    let out = w
-        .kiln()
-        .args(["install", "fixture-pure"])
-        .env("HOOK_DIR", dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(version(&w), "2.0.0");
+    installs_2_0_0(&w, dir);
 }
 
 #[test]

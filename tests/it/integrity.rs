@@ -149,16 +149,8 @@ fn quarantined(cache: &std::path::Path) -> Vec<PathBuf> {
 fn a_cached_wheel_that_is_not_the_one_its_hash_names_is_refused_and_moved_aside() {
     let w = World::new();
     w.git_pure();
-    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let lockfile = w.dir.path().join("kiln.lock");
-    let out = w
-        .kiln()
-        .args(["lock", "fixture-pure", "-o"])
-        .arg(&lockfile)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    w.install_ok("fixture-pure");
+    let lockfile = w.lock("fixture-pure");
     let wheel = cached_wheel(&w.cache).expect("a cached wheel");
 
     // A consistent entry (its record rewritten too) whose wheel is not the lock's: refused by
@@ -246,16 +238,8 @@ fn rewrite_bundle(from: &std::path::Path, to: &std::path::Path, how: &str) {
 fn a_bundle_holds_only_what_its_lock_names_and_its_wheels_are_the_locked_ones() {
     let w = World::new();
     w.git_pure();
-    let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let lockfile = w.dir.path().join("kiln.lock");
-    let out = w
-        .kiln()
-        .args(["lock", "fixture-pure", "-o"])
-        .arg(&lockfile)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    w.install_ok("fixture-pure");
+    let lockfile = w.lock("fixture-pure");
     let bundle = w.dir.path().join("stack.tar");
     let out = w
         .kiln()
