@@ -11,6 +11,7 @@ pub mod plan;
 pub mod solve;
 pub mod spec;
 pub mod status;
+pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
 pub use spec::BuildSpec;
