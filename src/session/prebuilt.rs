@@ -26,6 +26,9 @@ impl Session {
         assessments: &[Assessment],
     ) -> BTreeMap<String, WheelDecision> {
         let mut out = BTreeMap::new();
+        if !settings.prebuilt {
+            return out;
+        }
         let planned: BTreeMap<String, (String, String)> = solution
             .chosen
             .iter()
