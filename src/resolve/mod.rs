@@ -4,11 +4,14 @@
 //! `plan` decides what to do about it, in dependency order. Nothing here prints or touches disk.
 
 pub mod backends;
+pub mod driver;
 pub mod jit;
+pub mod kernels;
 pub mod plan;
 pub mod solve;
 pub mod spec;
 pub mod status;
+pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
 pub use spec::BuildSpec;

@@ -81,6 +81,10 @@ pub struct Step {
     /// writes into the environment's run-time file (`probe::runtime`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub runtime_env: BTreeMap<String, String>,
+    /// Wheel or build: the decision on the prebuilt wheel the recipe offers for this version,
+    /// with its evidence (`None` when it offers none or nothing changes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prebuilt: Option<super::wheel_choice::WheelDecision>,
 }
 
 impl Step {
@@ -95,6 +99,7 @@ impl Step {
             features: features.to_vec(),
             build: None,
             runtime_env: BTreeMap::new(),
+            prebuilt: None,
         }
     }
 
@@ -133,6 +138,9 @@ pub struct PlanOptions {
     pub python: String,
     /// `--compile-cache`: the backend as shown and the sccache wiring of every build.
     pub compile_cache: Option<(String, crate::compile_cache::Wiring)>,
+    /// Wheel-or-build decisions made for the plan's versions, by component (see
+    /// [`super::wheel_choice`]): a step whose wheel qualifies installs it instead of building.
+    pub prebuilt: BTreeMap<String, super::wheel_choice::WheelDecision>,
 }
 
 /// How many compile jobs fit: `--jobs`, else min(CPUs, available memory / memory per job).
@@ -178,8 +186,12 @@ pub fn make(
             .filter(|d| d.abi && changing.contains(&d.name))
             .map(|d| d.name.as_str())
             .collect();
+        // A prebuilt wheel that qualifies needs no toolkit: only a build does.
+        let decision = opts.prebuilt.get(name.as_str());
+        let wheel = decision.is_some_and(|d| d.install);
         let stuck_dep = deps
             .iter()
+            .filter(|d| !wheel || set.get(&d.name).is_none_or(|x| x.kind != Kind::CudaToolkit))
             .find_map(|d| stuck.get(&d.name).map(|root| (d.name.clone(), root.clone())));
 
         // The version the solver chose, against the one installed (local labels ignored).
@@ -200,6 +212,11 @@ pub fn make(
         } else if a.status == Status::Unsupported && !replaces {
             step.action = Action::Unsupported;
             step.reason = a.evidence.clone();
+        } else if a.status == Status::Blocked && !replaces {
+            // Installed, but what it needs is not kiln's to provide (a newer driver): installing
+            // the same thing again would not help.
+            step.action = Action::Blocked;
+            step.reason = a.evidence.clone();
         } else if !wants_change && a.status == Status::Outdated {
             step.reason = format!(
                 "kept {}: installed and fits every chosen version (--allow-replace {name} lets kiln change it); {}",
@@ -209,6 +226,7 @@ pub fn make(
         } else if !wants_change {
             step.reason = format!("ok: {}", a.evidence);
         } else if let Some((dep, (root, why))) = stuck_dep {
+            step.prebuilt = decision.cloned();
             step.action = Action::Blocked;
             step.reason = if dep == root {
                 format!("needs {dep}: {why}")
@@ -252,7 +270,10 @@ fn change(
     machine: &MachineFacts,
     opts: &PlanOptions,
 ) {
-    let binary = matches!(r.source, Some(Source::Wheel { .. }));
+    let decision = opts.prebuilt.get(&r.name).cloned();
+    let prebuilt = decision.as_ref().is_some_and(|d| d.install);
+    step.prebuilt = decision;
+    let binary = prebuilt || matches!(r.source, Some(Source::Wheel { .. }));
     step.action = match (binary, step.status) {
         (true, _) if replaces => Action::Reinstall,
         (false, _) if replaces => Action::Rebuild,
@@ -264,7 +285,8 @@ fn change(
     step.version = chosen
         .map(str::to_string)
         .or_else(|| r.version.as_ref().map(|v| v.to_string()));
-    if let Err(blocker) = build_blockers(r, machine, &opts.archs) {
+    // A qualifying prebuilt wheel needs nothing a build needs (compiler, toolkit, tools).
+    if !prebuilt && let Err(blocker) = build_blockers(r, machine, &opts.archs) {
         step.action = Action::Blocked;
         step.reason = format!("{}; cannot build: {blocker}", step.reason);
         return;
