@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 
 use serde::{Serialize, Serializer};
 
-use super::model::Source;
 use crate::arch::Arch;
 
 /// One declared build input.
@@ -38,46 +37,65 @@ pub struct Input {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum InputSource {
-    /// A git repository at a full commit; `tag` is the name upstream gives it, checked against
-    /// the mirror when the mirror has it.
+    /// A git repository at a full commit (`rev`); `tag` is the name upstream gives it, checked
+    /// against the mirror when the mirror has it. With a tag and no commit, the commit is the
+    /// one the tag names when kiln fetches it (recorded in `kiln.json` and the lock): a recipe
+    /// does that only where the commit could not be verified, and says so.
     Git {
         git: String,
-        rev: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rev: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         tag: Option<String>,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
-        submodules: bool,
+        #[serde(skip_serializing_if = "Submodules::is_none")]
+        submodules: Submodules,
     },
     /// An archive (tar or zip) at a URL or local path, checked against its sha256.
     Archive { archive: String, sha256: String },
 }
 
-impl InputSource {
-    /// As a [`Source`], for the fetcher and the caches (a git input has no subdir of its own
-    /// there: [`Input::subdir`] applies to both kinds).
-    pub fn source(&self) -> Source {
+/// Which submodules of a git input are checked out (each from its own mirror in the cache).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Submodules {
+    #[default]
+    None,
+    /// `submodules = true`: every one, recursively.
+    All,
+    /// `submodules = ["csrc/cutlass"]`: these paths (and what they hold, recursively).
+    Only(Vec<String>),
+}
+
+impl Submodules {
+    pub fn is_none(&self) -> bool {
+        *self == Submodules::None
+    }
+}
+
+impl Serialize for Submodules {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            InputSource::Git {
-                git, rev, submodules, ..
-            } => Source::Git {
-                url: git.clone(),
-                rev: rev.clone(),
-                subdir: None,
-                submodules: *submodules,
-            },
-            InputSource::Archive { archive, sha256 } => Source::Sdist {
-                url: archive.clone(),
-                sha256: sha256.clone(),
-            },
+            Submodules::None => s.serialize_bool(false),
+            Submodules::All => s.serialize_bool(true),
+            Submodules::Only(paths) => paths.serialize(s),
+        }
+    }
+}
+
+impl InputSource {
+    /// The revision to check out: the commit, else the tag.
+    pub fn git_rev(&self) -> Option<&str> {
+        match self {
+            InputSource::Git { rev, tag, .. } => rev.as_deref().or(tag.as_deref()),
+            InputSource::Archive { .. } => None,
         }
     }
 
-    /// The pinned identity, as the lock and `kiln.json` record it: `git:<commit>` or
-    /// `sha256:<hex>`.
-    pub fn identity(&self) -> String {
+    /// The identity the recipe pins, as the lock and `kiln.json` record it: `git:<commit>` or
+    /// `sha256:<hex>`; `None` for a git input named by its tag alone (known once fetched).
+    pub fn pinned(&self) -> Option<String> {
         match self {
-            InputSource::Git { rev, .. } => format!("git:{rev}"),
-            InputSource::Archive { sha256, .. } => format!("sha256:{sha256}"),
+            InputSource::Git { rev, .. } => rev.as_ref().map(|r| format!("git:{r}")),
+            InputSource::Archive { sha256, .. } => Some(format!("sha256:{sha256}")),
         }
     }
 }
@@ -220,6 +238,6 @@ mod tests {
             i.needed_for(&[]),
             "no target arch: the project's own list, which may need it"
         );
-        assert_eq!(i.from.identity(), format!("sha256:{}", "0".repeat(64)));
+        assert_eq!(i.from.pinned(), Some(format!("sha256:{}", "0".repeat(64))));
     }
 }

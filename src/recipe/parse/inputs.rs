@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::cx::Ctx;
 use super::doc::Table;
-use crate::recipe::inputs::{Input, InputSource, InputValue};
+use crate::recipe::inputs::{Input, InputSource, InputValue, Submodules};
 
 const KEYS: &[&str] = &[
     "name",
@@ -128,7 +128,7 @@ fn source(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &
                 }
             }
             let url = cx.string(t, "git", section);
-            let rev = cx.required(t, "rev", section, t.get("git").and_then(|i| i.span()));
+            let rev = cx.string(t, "rev", section);
             if let Some(r) = &rev
                 && !is_commit(r.value)
             {
@@ -148,11 +148,22 @@ fn source(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &
                     "the tag as upstream names it, such as `v4.7.1`",
                 );
             }
-            let submodules = cx.bool(t, "submodules", section).unwrap_or(false);
-            let (url, rev) = (url?, rev.filter(|r| is_commit(r.value))?);
+            if rev.is_none() && tag.is_none() {
+                cx.error(
+                    t.get("git").and_then(|i| i.span()),
+                    "a git build input needs `rev` (a full commit) or, where the commit cannot be verified, `tag`"
+                        .into(),
+                    "add `rev = \"<40 hex digits>\"` (and the upstream name in `tag`)",
+                );
+            }
+            let submodules = submodules(cx, t, section);
+            let url = url?;
+            if rev.as_ref().is_some_and(|r| !is_commit(r.value)) || (rev.is_none() && tag.is_none()) {
+                return None;
+            }
             Some(InputSource::Git {
                 git: url.value.to_string(),
-                rev: rev.value.to_ascii_lowercase(),
+                rev: rev.map(|r| r.value.to_ascii_lowercase()),
                 tag: tag.map(|g| g.value.to_string()),
                 submodules,
             })
@@ -197,6 +208,38 @@ fn source(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &
             );
             None
         }
+    }
+}
+
+/// `submodules`: `true` (all), `false`, or the paths to check out.
+fn submodules(cx: &mut Ctx, t: Table<'_>, section: &str) -> Submodules {
+    let Some(item) = t.get("submodules") else {
+        return Submodules::None;
+    };
+    if let Some(b) = item.as_bool() {
+        return if b { Submodules::All } else { Submodules::None };
+    }
+    if item.as_array().is_none() {
+        cx.wrong_type(item, "true, false or an array of paths", "submodules", section);
+        return Submodules::None;
+    }
+    let paths = cx.strings(t, "submodules", section).unwrap_or_default();
+    let mut out = Vec::new();
+    for p in paths {
+        if relative_inside(p.value) {
+            out.push(p.value.to_string());
+        } else {
+            cx.error(
+                p.span,
+                format!("`{}` is not a path inside the repository", p.value),
+                "name a submodule by its path, such as `csrc/cutlass`",
+            );
+        }
+    }
+    if out.is_empty() {
+        Submodules::None
+    } else {
+        Submodules::Only(out)
     }
 }
 

@@ -2,7 +2,7 @@
 //! them (recipe-wide and per version, merged by name), and each kind of mistake at its place.
 
 use super::*;
-use crate::recipe::inputs::InputSource;
+use crate::recipe::inputs::{InputSource, Submodules};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -67,9 +67,9 @@ fn inputs_prepare_and_imports_are_read_and_merged_per_version() {
         cutlass.from,
         InputSource::Git {
             git: "https://example.invalid/cutlass.git".into(),
-            rev: COMMIT.into(),
+            rev: Some(COMMIT.into()),
             tag: Some("v4.7.1".into()),
-            submodules: false,
+            submodules: Submodules::None,
         }
     );
     assert_eq!(
@@ -88,7 +88,9 @@ fn inputs_prepare_and_imports_are_read_and_merged_per_version() {
     assert_eq!(old.prepare[0][1].raw(), "prep.py");
     let names: Vec<&str> = old.inputs.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, ["cutlass", "kernels"], "its own cutlass in the recipe's place");
-    assert!(matches!(&old.inputs[0].from, InputSource::Git { rev, tag: None, .. } if rev == &"f".repeat(40)));
+    assert!(
+        matches!(&old.inputs[0].from, InputSource::Git { rev: Some(rev), tag: None, .. } if rev == &"f".repeat(40))
+    );
     assert_eq!(r.imports_of(Some(&v("1.0"))), ["demo", "demo._C"]);
     assert_eq!(r.imports_of(Some(&v("2.0"))), ["demo", "demo._C_stable"]);
     assert_eq!(r.imports_of(None), ["demo", "demo._C_stable"]);
