@@ -9,6 +9,7 @@ mod download;
 mod fatbin;
 mod flashinfer;
 mod fuzz;
+mod inputs;
 mod integrity;
 mod jit;
 mod layers;
