@@ -96,6 +96,9 @@ pub struct Dependency {
     /// Features of the dependency that are needed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// Why the bound is what it is, with its upstream source (`-std=c++17`, setup.py:201).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     /// Where the dependency's key is, for diagnostics.
     #[serde(skip)]
     pub span: Option<Range<usize>>,

@@ -4,6 +4,7 @@ mod build;
 mod bundle;
 mod common;
 mod compile_cache;
+mod compile_fit;
 mod crash;
 mod download;
 mod fatbin;
