@@ -15,6 +15,7 @@ mod integrity;
 mod jit;
 mod layers;
 mod lock;
+mod recipe_facts;
 mod recipes;
 mod resolve;
 mod smoke;
