@@ -7,7 +7,9 @@
 //! (`sha256:` of an sdist, `git:` commit, `path:`, `index:` requirement; `installed` when kiln did
 //! not install it), the wheel's sha256, the archs and CUDA toolkit it was built for and the
 //! fingerprints of what it links against (torch's ABI facts). The environment section records
-//! the interpreter, platform, target archs and toolkit.
+//! the interpreter, platform, target archs and toolkit. The declared build inputs it was built
+//! with are recorded like its source (`git:` commit or `sha256:` of an archive, by input name),
+//! and `--locked` pins them as it pins the source.
 //!
 //! It deliberately ignores the contents of `path` sources (a directory is recorded by name, not
 //! by hash) and does not treat a different wheel hash after a rebuild as a failure: compiles are
@@ -22,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use crate::arch::Arch;
 use crate::probe::python::{Dist, PythonFacts};
 use crate::recipe::diag::Diagnostic;
-use crate::recipe::model::Source;
+use crate::recipe::inputs::{Input, InputSource};
+use crate::recipe::model::{Source, VersionEntry};
 use crate::recipe::{Kind, RecipeSet};
 
 mod check;
@@ -81,6 +84,9 @@ pub struct Locked {
     /// Fingerprints of the components it links against (`abi = true`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub built_against: BTreeMap<String, String>,
+    /// The declared build inputs it was built with, by name: `git:<commit>` or `sha256:<hex>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, String>,
 }
 
 /// The source identity recorded for components kiln did not install.
@@ -99,6 +105,7 @@ impl Locked {
                 archs: rec.archs.clone(),
                 cuda: rec.cuda.clone(),
                 built_against: rec.built_against.clone(),
+                inputs: rec.inputs.clone(),
             },
             None => Locked {
                 name: name.to_string(),
@@ -109,6 +116,7 @@ impl Locked {
                 archs: Vec::new(),
                 cuda: None,
                 built_against: BTreeMap::new(),
+                inputs: BTreeMap::new(),
             },
         }
     }
@@ -305,6 +313,7 @@ pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Differe
             against(&have.built_against),
             false,
         );
+        diff("build inputs", against(&want.inputs), against(&have.inputs), false);
         // Only a wheel both sides know can differ; a rebuild is not bit-for-bit identical.
         if let (Some(w), Some(h)) = (&want.wheel_sha256, &have.wheel_sha256) {
             diff("wheel sha256", w.clone(), h.clone(), true);
@@ -331,6 +340,7 @@ pub fn pin_sources(set: &mut RecipeSet, lock: &Lock) -> Result<(), Vec<String>> 
             continue;
         };
         let recipe_source = r.source.clone();
+        let recipe_inputs = r.build.inputs.clone();
         let entry = r.versions.iter_mut().find(|e| e.version == v);
         let Some(entry) = entry else {
             let known: Vec<String> = r.versions.iter().map(|e| e.version.to_string()).collect();
@@ -344,6 +354,7 @@ pub fn pin_sources(set: &mut RecipeSet, lock: &Lock) -> Result<(), Vec<String>> 
             }
             continue;
         };
+        pin_inputs(&recipe_inputs, entry, c, &mut problems);
         // A version without a source of its own builds from the recipe's: pin a copy of it.
         if entry.source.is_none() {
             entry.source = recipe_source;
@@ -371,6 +382,48 @@ pub fn pin_sources(set: &mut RecipeSet, lock: &Lock) -> Result<(), Vec<String>> 
     if problems.is_empty() { Ok(()) } else { Err(problems) }
 }
 
+/// Pins the build inputs of the locked version to the lock's: a git input is checked out at the
+/// locked commit (a copy of a recipe-wide input becomes the version's own); an archive must
+/// still have the locked sha256; an input the recipe no longer declares is a problem.
+fn pin_inputs(recipe_inputs: &[Input], entry: &mut VersionEntry, c: &Locked, problems: &mut Vec<String>) {
+    for (name, identity) in &c.inputs {
+        let own = entry.inputs.iter().position(|i| &i.name == name);
+        let input = match own {
+            Some(at) => &mut entry.inputs[at],
+            None => match recipe_inputs.iter().find(|i| &i.name == name) {
+                Some(i) => {
+                    entry.inputs.push(i.clone());
+                    entry.inputs.last_mut().expect("just pushed")
+                }
+                None => {
+                    problems.push(format!(
+                        "{} {}: the lock has build input `{name}`, which the recipe no longer declares",
+                        c.name,
+                        c.public_version()
+                    ));
+                    continue;
+                }
+            },
+        };
+        match (identity.split_once(':'), &mut input.from) {
+            (Some(("git", commit)), InputSource::Git { rev, .. }) => *rev = Some(commit.to_string()),
+            (Some(("sha256", want)), InputSource::Archive { sha256, archive }) if sha256 != want => {
+                problems.push(format!(
+                    "{} {}: the lock has build input `{name}` with sha256 {want}; the recipe now names {archive} with sha256 {sha256}",
+                    c.name,
+                    c.public_version()
+                ))
+            }
+            (Some(("sha256", _)), InputSource::Archive { .. }) => {}
+            _ => problems.push(format!(
+                "{} {}: the lock says build input `{name}` was `{identity}`, but the recipe declares it otherwise",
+                c.name,
+                c.public_version()
+            )),
+        }
+    }
+}
+
 fn source_kind(s: &Source) -> &'static str {
     match s {
         Source::Sdist { .. } => "an sdist",
@@ -381,112 +434,4 @@ fn source_kind(s: &Source) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample() -> Lock {
-        Lock {
-            format: FORMAT,
-            environment: Environment {
-                python: "3.12.3".into(),
-                platform: Some("linux x86_64".into()),
-                archs: vec![Arch { major: 12, minor: 0 }],
-                cuda: Some("13.0".into()),
-            },
-            components: vec![Locked {
-                name: "flashinfer".into(),
-                version: "0.7.4".into(),
-                features: vec!["cutedsl".into()],
-                source: format!("sha256:{}", "ab".repeat(32)),
-                wheel_sha256: Some("de".repeat(32)),
-                archs: vec![Arch { major: 12, minor: 0 }],
-                cuda: Some("13.0".into()),
-                built_against: [("torch".to_string(), "2.14.1+cu130".to_string())].into(),
-            }],
-        }
-    }
-
-    #[test]
-    fn a_lock_reads_back_as_written() {
-        let lock = sample();
-        let text = render(&lock);
-        assert!(text.starts_with("# kiln.lock"));
-        assert!(text.contains("archs = [\"12.0\"]"), "{text}");
-        assert_eq!(parse("kiln.lock", &text).unwrap(), lock);
-    }
-
-    #[test]
-    fn a_locked_component_is_reproduced_with_its_features_and_its_public_version() {
-        let mut c = sample().components.remove(0);
-        assert_eq!(c.target(), "flashinfer[cutedsl]==0.7.4");
-        c.features.clear();
-        c.version = "2.14.1+cu130".into();
-        assert_eq!(c.target(), "flashinfer==2.14.1");
-    }
-
-    #[test]
-    fn a_malformed_lock_points_at_the_line() {
-        let text = render(&sample()).replace("version = \"0.7.4\"", "version = 0.7");
-        let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
-            panic!("accepted a number as a version")
-        };
-        let line = text.lines().nth(d.line - 1).unwrap();
-        assert_eq!(line, "version = 0.7", "{d}");
-        let text = render(&sample()).replace("format = 1", "format = 9");
-        let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
-            panic!("accepted format 9")
-        };
-        assert!(d.message.contains("format 9"), "{d}");
-        let text = render(&sample()).replace("cuda = \"13.0\"\n\n", "cuda = \"13.0\"\ncolour = 1\n\n");
-        assert!(parse("kiln.lock", &text).is_err());
-    }
-
-    #[test]
-    fn hostile_values_are_refused_at_their_line() {
-        let good = render(&sample());
-        let sha = format!("sha256:{}", "ab".repeat(32));
-        for (from, to, says) in [
-            (sha.as_str(), "sha256:/some/dir", "64 hex digits"),
-            (sha.as_str(), "sha256:../../dir", "64 hex digits"),
-            (sha.as_str(), "git:--orphan=x", "read as an option"),
-            ("name = \"flashinfer\"", "name = \"../x\"", "not a component name"),
-            ("version = \"0.7.4\"", "version = \"--x\"", "not a version"),
-        ] {
-            let text = good.replacen(from, to, 1);
-            assert_ne!(text, good, "{from}");
-            let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
-                panic!("accepted {to}")
-            };
-            assert!(d.message.contains(says), "{to}: {d}");
-            assert!(d.help.is_some(), "{d}");
-            let line = text.lines().nth(d.line - 1).unwrap();
-            assert!(
-                line.contains(to.rsplit('"').nth(1).unwrap_or(to)),
-                "{line} for {to}: {d}"
-            );
-        }
-        let text = good.replacen(&"de".repeat(32), "not-a-hash", 1);
-        let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
-            panic!("accepted a wheel_sha256 that is not a hash")
-        };
-        assert_eq!(text.lines().nth(d.line - 1).unwrap(), "wheel_sha256 = \"not-a-hash\"");
-    }
-
-    #[test]
-    fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
-        let lock = sample();
-        let mut have = lock.components[0].clone();
-        assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into()).is_empty());
-        have.wheel_sha256 = Some("0f".repeat(32));
-        have.built_against.insert("torch".into(), "2.11.0+cu130".into());
-        let d = differences(&lock, &[("flashinfer".to_string(), have)].into());
-        let fields: Vec<(&str, bool)> = d.iter().map(|d| (d.field, d.note_only)).collect();
-        assert_eq!(fields, [("built against", false), ("wheel sha256", true)]);
-        assert_eq!(
-            d[0].to_string(),
-            "flashinfer built against: the lock has torch 2.14.1+cu130, the environment has torch 2.11.0+cu130"
-        );
-        let d = differences(&lock, &BTreeMap::new());
-        assert_eq!(d[0].found, "nothing installed");
-    }
-}
+mod tests;

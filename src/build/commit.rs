@@ -179,7 +179,8 @@ fn install_and_verify(
     }
     // Before the verification, so that its imports run with the run-time defaults.
     *runtime = write_runtime(step, cx, dist).map_err(|e| (BuildFailure::new(&step.name, Phase::Install, e), None))?;
-    reporter.phase(step, Phase::Verify, &r.imports.join(", "));
+    let version = step.version.as_deref().and_then(|v| v.parse().ok());
+    reporter.phase(step, Phase::Verify, &r.imports_of(version.as_ref()).join(", "));
     let facts = verify(step, r, plan, cx).map_err(|(f, fault)| (f, Some(fault)))?;
     record(step, r, plan, cx, &facts, dist, p).map_err(|f| (f, None))?;
     Ok(facts)
@@ -217,7 +218,8 @@ pub(super) fn site_of(cx: &Context, dist: &str) -> Result<PathBuf, StepError> {
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
 fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFacts, (BuildFailure, Box<Fault>)> {
     let fail = |e| BuildFailure::new(&step.name, Phase::Verify, e);
-    let mut imports = r.imports.clone();
+    let version = step.version.as_deref().and_then(|v| v.parse().ok());
+    let mut imports = r.imports_of(version.as_ref()).to_vec();
     // Import what it links against first (torch above all), so the probe records their ABI facts.
     for d in r.depends_with(&step.features).filter(|d| d.abi) {
         if let Some(first) = cx.set.get(&d.name).and_then(|x| x.imports.first())
@@ -302,6 +304,7 @@ fn record(
         cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
         built_against,
         features: step.features.clone(),
+        inputs: p.inputs.clone(),
     };
     let io = |e| fail(StepError::io(format!("cannot write kiln.json into {info}"))(e));
     let text = serde_json::to_string_pretty(&rec).map_err(|e| io(std::io::Error::other(e)))?;

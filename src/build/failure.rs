@@ -151,7 +151,7 @@ pub enum WheelFate {
 }
 
 /// A failure kiln recognises, and what to do about it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Hint {
     #[error("the compiler was killed, most likely by the OOM killer: retry with a smaller `--jobs`")]
     OomKilled,
@@ -161,6 +161,13 @@ pub enum Hint {
     NoWheelPackage,
     #[error("nvcc is not on PATH: set CUDA_HOME to a CUDA toolkit")]
     NoNvcc,
+    /// The build tried to download something (`Could not resolve host: github.com`).
+    #[error(
+        "the build tried to reach {host}: it downloads a source the recipe does not declare; declare \
+         it as a build input ([[build.inputs]] or [[versions.inputs]], with the variable that points \
+         the build at a local copy) so that kiln fetches it first"
+    )]
+    Network { host: Box<String> },
 }
 
 /// Why a failed command counts as killed for memory.
@@ -206,7 +213,60 @@ pub fn hint_for(e: &CommandFailed) -> Option<Hint> {
     if text.contains("nvcc: not found") || text.contains("nvcc not found") {
         return Some(Hint::NoNvcc);
     }
-    None
+    e.causes
+        .iter()
+        .chain(&e.tail)
+        .find_map(|l| unreachable_host(l))
+        .map(|host| Hint::Network { host: Box::new(host) })
+}
+
+/// The host a line of build output says could not be reached, when it says so: git and curl
+/// (`Could not resolve host: github.com`, `Failed to connect to github.com port 443`), Python
+/// (`HTTPSConnectionPool(host='pypi.org', ...)` with a resolution or connection error), and a
+/// bare `Temporary failure in name resolution` or `Network is unreachable` (host from a URL in
+/// the line, else "the network").
+pub fn unreachable_host(line: &str) -> Option<String> {
+    let lower = line.to_lowercase();
+    let host_at = |marker: &str| {
+        lower.find(marker).map(|i| {
+            line[i + marker.len()..]
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                .collect::<String>()
+        })
+    };
+    let from_url = || {
+        ["https://", "http://"].iter().find_map(|scheme| {
+            let at = line.find(scheme)? + scheme.len();
+            let host: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+                .collect();
+            (!host.is_empty()).then_some(host)
+        })
+    };
+    let named = |h: Option<String>| h.filter(|h| !h.is_empty());
+    if let Some(h) = named(host_at("could not resolve host:")) {
+        return Some(h);
+    }
+    if let Some(h) = named(host_at("failed to connect to")) {
+        return Some(h);
+    }
+    let network = [
+        "temporary failure in name resolution",
+        "name or service not known",
+        "network is unreachable",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+        || (lower.contains("connectionpool(host=") && lower.contains("max retries exceeded"));
+    if !network {
+        return None;
+    }
+    named(host_at("connectionpool(host='"))
+        .or_else(from_url)
+        .or_else(|| Some("the network".to_string()))
 }
 
 /// Each of these is written as its sentence in `--json` output.
@@ -271,6 +331,25 @@ mod tests {
         );
         assert_eq!(hint(Exit::Code(127), "sh: 1: nvcc: not found"), Some(Hint::NoNvcc));
         assert_eq!(hint(Exit::Code(1), "something else"), None);
+        let fetch =
+            "fatal: unable to access 'https://github.com/triton-lang/triton.git/': Could not resolve host: github.com";
+        assert_eq!(
+            hint(Exit::Code(1), fetch),
+            Some(Hint::Network {
+                host: Box::new("github.com".into())
+            })
+        );
+        let pip = "WARNING: Retrying ... HTTPSConnectionPool(host='pypi.org', port=443): Max retries exceeded with url: /simple/x/ (Caused by NewConnectionError(... [Errno -3] Temporary failure in name resolution'))";
+        assert_eq!(unreachable_host(pip).as_deref(), Some("pypi.org"));
+        assert_eq!(
+            unreachable_host("curl: (7) Failed to connect to example.org port 443 after 1 ms").as_deref(),
+            Some("example.org")
+        );
+        assert_eq!(
+            unreachable_host("urlopen error [Errno 101] Network is unreachable").as_deref(),
+            Some("the network")
+        );
+        assert_eq!(unreachable_host("error: expected ';' before 'host'"), None);
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub(super) fn prepare(
         identity: format!("sha256:{}", w.sha256),
         wheel: Some(wheel),
         index_url: None,
+        inputs: Default::default(),
         cache_entry: None,
         from_cache: false,
         unverified: None,

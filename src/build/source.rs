@@ -4,19 +4,21 @@
 //! directory so that a build never writes into the user's files. Offline, only what the cache
 //! holds is used, and a source it does not hold is an error that says so.
 //!
-//! It deliberately ignores building; `git` is run as a program, not re-implemented; sdists are
-//! unpacked by [`archive`] (no `tar` program). Submodules are fetched from their own URLs (not
-//! mirrored).
+//! It deliberately ignores building; `git` is run as a program, not re-implemented ([`git`]:
+//! mirrors, checkouts, submodules from mirrors of their own); sdists are unpacked by [`archive`]
+//! (no `tar` program).
 
 pub mod archive;
+pub mod git;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::process::{Cmd, CommandFailed};
+use crate::process::CommandFailed;
 use crate::recipe::Source;
+pub use git::mirror_dir;
 
 /// A source tree ready to build, and what exactly it is (for the lockfile).
 #[derive(Debug, Clone)]
@@ -36,13 +38,20 @@ pub enum NotCached {
     Sdist { url: String, dir: PathBuf },
     #[error("the git repository {url} is not in the source cache")]
     Git { url: String, dir: PathBuf },
+    #[error("the source cache's mirror of {url} has no commit `{rev}`")]
+    Commit { url: String, rev: String, dir: PathBuf },
+    #[error("the archive {url} is not in the source cache")]
+    Archive { url: String, dir: PathBuf },
 }
 
 impl NotCached {
     /// Where the cache would hold it.
     pub fn dir(&self) -> &Path {
         match self {
-            NotCached::Sdist { dir, .. } | NotCached::Git { dir, .. } => dir,
+            NotCached::Sdist { dir, .. }
+            | NotCached::Git { dir, .. }
+            | NotCached::Commit { dir, .. }
+            | NotCached::Archive { dir, .. } => dir,
         }
     }
 
@@ -80,6 +89,13 @@ pub enum SourceError {
     LinkCycle(PathBuf),
     #[error("offline: {what} ({}); {}", what.dir().display(), what.hint())]
     Offline { what: NotCached },
+    #[error("{url}: the recipe pins tag {tag} to commit {pinned}, but the tag now names {found}")]
+    TagMoved {
+        url: String,
+        tag: String,
+        pinned: String,
+        found: String,
+    },
 }
 
 impl SourceError {
@@ -92,7 +108,7 @@ impl SourceError {
     }
 }
 
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
+pub(super) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
     let context = context.into();
     move |source| SourceError::Io { context, source }
 }
@@ -150,46 +166,8 @@ pub fn fetch(
             submodules,
         } => {
             let dir = work.join("src");
-            let mirror = git_mirror(url, cache, offline, log)?;
-            Cmd::new("git")
-                .args([
-                    "clone",
-                    "--quiet",
-                    "--",
-                    &mirror.display().to_string(),
-                    &dir.display().to_string(),
-                ])
-                .run_logged(log)?;
-            // The rev (from a recipe or a lock) is resolved to a commit first, read only as a
-            // rev (`--end-of-options`): `--orphan=x` must never reach `checkout` as an option.
-            let commit = resolve_rev(&dir, rev, log).ok_or_else(|| SourceError::NoRev {
-                url: url.clone(),
-                rev: rev.clone(),
-            })?;
-            Cmd::new("git")
-                .args([
-                    "-c",
-                    "advice.detachedHead=false",
-                    "checkout",
-                    "--quiet",
-                    "--detach",
-                    "--end-of-options",
-                    commit.as_str(),
-                ])
-                .cwd(&dir)
-                .run_logged(log)?;
-            if *submodules {
-                Cmd::new("git")
-                    .args(["submodule", "update", "--init", "--recursive"])
-                    .cwd(&dir)
-                    .run_logged(log)?;
-            }
-            let head = Cmd::new("git")
-                .args(["rev-parse", "HEAD"])
-                .cwd(&dir)
-                .capture(b"", std::time::Duration::from_secs(60))
-                .map_err(io("cannot run git rev-parse"))?;
-            let commit = head.stdout.trim().to_string();
+            let which = if *submodules { git::Which::All } else { git::Which::None };
+            let commit = git::checkout(url, rev, which, &dir, cache, offline, log)?;
             let tree = match subdir {
                 Some(s) => dir.join(s),
                 None => dir,
@@ -208,72 +186,6 @@ pub fn fetch(
         }
         Source::Wheel { .. } => Err(SourceError::NoSourceTree),
     }
-}
-
-/// The commit `rev` names in the clone `dir`: a commit, a tag or a local branch, else the
-/// origin's branch of that name (as `git checkout` would guess); `None` when it names nothing.
-/// A rev that starts with `-` is refused here even before git reads it.
-fn resolve_rev(dir: &Path, rev: &str, log: &Path) -> Option<String> {
-    if rev.starts_with('-') {
-        return None;
-    }
-    [
-        format!("{rev}^{{commit}}"),
-        format!("refs/remotes/origin/{rev}^{{commit}}"),
-    ]
-    .iter()
-    .find_map(|spec| {
-        Cmd::new("git")
-            .args(["rev-parse", "--verify", "--quiet", "--end-of-options", spec.as_str()])
-            .cwd(dir)
-            .output_logged(log)
-            .ok()
-            .map(|out| out.trim().to_string())
-            .filter(|c| c.len() >= 40 && c.bytes().all(|b| b.is_ascii_hexdigit()))
-    })
-}
-
-/// Where the mirror of the git repository at `url` is kept.
-pub fn mirror_dir(url: &str, cache: &Path) -> PathBuf {
-    let mut h = Sha256::new();
-    h.update(url.as_bytes());
-    cache.join("git").join(&hex::encode(h.finalize())[..24])
-}
-
-/// The cache's mirror of `url`: cloned the first time, fetched (tags that moved included) each
-/// time after, left as it is offline.
-fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<PathBuf, SourceError> {
-    let dir = mirror_dir(url, cache);
-    if dir.join("HEAD").is_file() {
-        if !offline {
-            Cmd::new("git")
-                .args(["fetch", "--quiet", "--prune", "--force", "origin"])
-                .cwd(&dir)
-                .run_logged(log)?;
-        }
-        return Ok(dir);
-    }
-    if offline {
-        return Err(SourceError::Offline {
-            what: NotCached::Git { url: url.into(), dir },
-        });
-    }
-    let parent = dir.parent().unwrap_or(cache);
-    std::fs::create_dir_all(parent).map_err(io(format!("cannot create {}", parent.display())))?;
-    let partial = dir.with_extension("part");
-    let _ = std::fs::remove_dir_all(&partial);
-    Cmd::new("git")
-        .args([
-            "clone",
-            "--quiet",
-            "--mirror",
-            "--",
-            url,
-            &partial.display().to_string(),
-        ])
-        .run_logged(log)?;
-    std::fs::rename(&partial, &dir).map_err(io("cannot move the mirror into the cache"))?;
-    Ok(dir)
 }
 
 /// Whether the source is in the cache, so that an offline build can use it. Paths and wheels

@@ -29,6 +29,8 @@ pub(super) struct Prepared {
     pub unverified: Option<wheels::Unverified>,
     pub note: Option<String>,
     pub work: PathBuf,
+    /// The declared build inputs fetched for the build: name -> `git:<commit>` / `sha256:<hex>`.
+    pub inputs: BTreeMap<String, String>,
     /// The wheel-cache entry's lock, held until the step is over (its wheel stored or not):
     /// another kiln building the same entry waits and then takes this one's wheel.
     pub _entry_lock: Option<locks::Held>,
@@ -84,6 +86,7 @@ pub(super) fn prepare(
             unverified: None,
             note: None,
             work,
+            inputs: BTreeMap::new(),
             _entry_lock: None,
             compile_cache: None,
             _stable: None,
@@ -115,7 +118,8 @@ pub(super) fn prepare(
         source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),
         other => fail(Phase::Fetch, other.into()),
     })?;
-    let cache_entry = cache_key(step, r, plan, cx, known, source, &fetched);
+    let fetched_inputs = fetch_inputs(step, spec, cx, &work, reporter)?;
+    let cache_entry = cache_key(step, r, plan, cx, known, source, (&fetched, &fetched_inputs));
     let entry_lock = match &cache_entry {
         Some((key, _)) => {
             let waiting = |h: &locks::Holder| {
@@ -183,6 +187,7 @@ pub(super) fn prepare(
                 work: &work,
                 reporter,
                 started: std::time::Instant::now(),
+                inputs: super::inputs::dirs(&fetched_inputs),
             };
             let (w, n, stats) = job.build()?;
             compile_cache = stats;
@@ -206,10 +211,49 @@ pub(super) fn prepare(
         unverified,
         note,
         work,
+        inputs: fetched_inputs.into_iter().map(|f| (f.name, f.identity)).collect(),
         _entry_lock: entry_lock,
         compile_cache,
         _stable: stable,
     })
+}
+
+/// Fetches the build's declared inputs (the plan chose them for the target archs) into the
+/// work directory, each named in the progress; a build that runs without the network where it
+/// cannot be denied here says so once.
+fn fetch_inputs(
+    step: &Step,
+    spec: &crate::resolve::spec::BuildSpec,
+    cx: &Context,
+    work: &std::path::Path,
+    reporter: &dyn Reporter,
+) -> Result<Vec<super::inputs::FetchedInput>, BuildFailure> {
+    if spec.deny_network
+        && let Err(why) = super::sandbox::available()
+    {
+        let text = format!("the build runs with the network: it cannot be denied here ({why})");
+        reporter.warning(step, &text);
+    }
+    let log = log_of(cx, step, Phase::Fetch);
+    let mut out = Vec::new();
+    for input in &spec.inputs {
+        let what = format!("build input {}: {}", input.name, super::inputs::describe(&input.from));
+        reporter.phase(step, Phase::Fetch, &what);
+        let fetched = super::inputs::fetch(
+            std::slice::from_ref(input),
+            work,
+            &cx.cache,
+            cx.offline,
+            &log,
+            &mut |done, total| reporter.transfer(step, done, total),
+        )
+        .map_err(|e| match e {
+            source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),
+            other => BuildFailure::new(&step.name, Phase::Fetch, other.into()),
+        })?;
+        out.extend(fetched);
+    }
+    Ok(out)
 }
 
 /// The fingerprint of each dependency the step links against (`abi = true`) in `facts`, and
@@ -248,7 +292,7 @@ fn cache_key(
     cx: &Context,
     known: &PythonFacts,
     source: &Source,
-    fetched: &source::Fetched,
+    (fetched, inputs): (&source::Fetched, &[super::inputs::FetchedInput]),
 ) -> Option<(wheels::WheelKey, serde_json::Value)> {
     let (abi, complete) = abi_fingerprints(r, step, cx, known);
     if !complete {
@@ -264,7 +308,7 @@ fn cache_key(
         version: step.version.as_deref().unwrap_or_default(),
         features: &step.features,
         source: &identity,
-        build: serde_json::to_value(&r.build).ok()?,
+        build: build_key(r, step, inputs)?,
         archs: plan.archs.clone(),
         cuda: cx.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string()),
         host_compiler: cx.machine.host_compiler.as_ref().map(|c| c.value.as_str()),
@@ -277,6 +321,24 @@ fn cache_key(
         abi: &abi,
     };
     Some((wheels::WheelKey::of(&inputs), serde_json::to_value(&inputs).ok()?))
+}
+
+/// What of the recipe's build decides the binary: `[build]` as this version builds it, with
+/// the commit or sha256 each fetched input turned out to be (and not its prose `why`). A build
+/// with no inputs and no per-version changes keys as it always did.
+fn build_key(r: &Recipe, step: &Step, inputs: &[super::inputs::FetchedInput]) -> Option<serde_json::Value> {
+    let version = step.version.as_deref().and_then(|v| v.parse().ok());
+    let mut build = serde_json::to_value(r.build_of(version.as_ref()).as_ref()).ok()?;
+    if let Some(list) = build.get_mut("inputs").and_then(|v| v.as_array_mut()) {
+        for i in list.iter_mut().filter_map(|i| i.as_object_mut()) {
+            i.remove("why");
+        }
+    }
+    if !inputs.is_empty() {
+        let fetched: BTreeMap<&str, &str> = inputs.iter().map(|f| (f.name.as_str(), f.identity.as_str())).collect();
+        build["inputs_fetched"] = serde_json::to_value(fetched).ok()?;
+    }
+    Some(build)
 }
 
 /// The source in a few words, for progress.

@@ -34,6 +34,8 @@ pub(super) struct WheelJob<'a> {
     pub reporter: &'a dyn Reporter,
     /// When the build began: its overall time limit counts from here.
     pub started: Instant,
+    /// Where each declared build input was fetched, by name.
+    pub inputs: std::collections::BTreeMap<String, String>,
 }
 
 impl WheelJob<'_> {
@@ -62,6 +64,7 @@ impl WheelJob<'_> {
         })?;
         let mut values = run_values(self.spec, self.src, &wheel_dir, &self.work.join("build-requires"));
         values.compile_cache = compile_cache;
+        values.inputs = self.inputs.clone();
         self.build_requires(&values)?;
         if let Some(manifest) = &self.spec.cargo_manifest {
             self.cargo_metadata(manifest)?;
@@ -162,6 +165,11 @@ impl WheelJob<'_> {
 
     /// `argv` as a command in the source tree with the spec's environment.
     fn command(&self, phase: Phase, argv: Vec<String>, values: &RunValues) -> Result<Cmd, BuildFailure> {
+        let argv = if self.spec.deny_network {
+            super::sandbox::wrap(argv)
+        } else {
+            argv
+        };
         let Some((program, args)) = argv.split_first() else {
             return Err(self.fail(phase, StepError::EmptyCommand));
         };
@@ -225,6 +233,7 @@ fn run_values(spec: &BuildSpec, src: &Path, wheel_dir: &Path, overlay: &Path) ->
         jobs: spec.jobs,
         inherited,
         compile_cache: None,
+        inputs: Default::default(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! What an unpacked bundle may hold: exactly what `kiln bundle` would put in it for its lock
 //! (see [`super::contents`]), checked before anything moves into the cache. `sources/<sha256>`
-//! for each locked sdist, `git/<mirror>` when the lock has a git source, `wheels/<xx>/<key>`
+//! for each locked sdist or build-input archive, `git/<mirror>` when the lock has a git source
+//! or git build input (submodules' mirrors included), `wheels/<xx>/<key>`
 //! whose one wheel has a sha256 the lock names (and that its entry records), `aot/<key>`, and
 //! `wheelhouse/*.whl` files. Anything else is refused, naming it; a wheel the lock does not
 //! name is moved aside under `<cache>/quarantine/` and named too.
@@ -30,12 +31,14 @@ pub enum Unexpected {
 /// Checks the bundle unpacked at `dir` against its `lock`; a refused wheel entry is moved to
 /// a quarantine under `cache`.
 pub fn check(dir: &Path, lock: &Lock, cache: &Path) -> Result<(), Unexpected> {
-    let sources: BTreeSet<&str> = lock
-        .components
-        .iter()
-        .filter_map(|c| c.source.strip_prefix("sha256:"))
-        .collect();
-    let has_git = lock.components.iter().any(|c| c.source.starts_with("git:"));
+    // Each component's source and its declared build inputs.
+    let identities = || {
+        lock.components
+            .iter()
+            .flat_map(|c| std::iter::once(&c.source).chain(c.inputs.values()))
+    };
+    let sources: BTreeSet<&str> = identities().filter_map(|s| s.strip_prefix("sha256:")).collect();
+    let has_git = identities().any(|s| s.starts_with("git:"));
     let wheels: BTreeSet<&str> = lock
         .components
         .iter()

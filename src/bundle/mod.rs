@@ -1,5 +1,6 @@
 //! Bundles: one archive that provisions an air-gapped node. It holds a lockfile and, from kiln's
-//! cache, what reproducing it needs: the sdists and git mirrors of the locked sources, the
+//! cache, what reproducing it needs: the sdists and git mirrors of the locked sources and of
+//! their declared build inputs (submodules' mirrors included), the
 //! verified wheels the lock names (found by their sha256), the modules `install --aot` compiled
 //! for the locked versions (`aot/<key>`), and a wheelhouse of the third-party
 //! wheels that building and installing them offline needs ([`wheelhouse`]). `kiln install
@@ -23,7 +24,7 @@ use crate::build::source::archive::{self, ArchiveError, Links};
 use crate::build::source::{mirror_dir, sha256_file};
 use crate::cache_dir::entries_at;
 use crate::lock::Lock;
-use crate::recipe::{RecipeSet, Source};
+use crate::recipe::{InputSource, RecipeSet, Source};
 
 mod check;
 pub mod parts;
@@ -96,6 +97,7 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
                 comp.name, comp.source
             )),
         }
+        inputs_of(comp, set, cache, &mut c, &mut missing);
         // Modules compiled ahead of time (`install --aot`) for this version, as they are.
         c.entries.extend(crate::build::aot_cache::entries_for(
             cache,
@@ -116,6 +118,46 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
     c.entries.sort();
     c.entries.dedup();
     (c, missing)
+}
+
+/// The cache entries of the build inputs `comp` was built with: each archive's
+/// `sources/<sha256>`, each git input's mirror at the locked commit and its submodules' mirrors.
+fn inputs_of(comp: &crate::lock::Locked, set: &RecipeSet, cache: &Path, c: &mut Contents, missing: &mut Vec<String>) {
+    if comp.inputs.is_empty() {
+        return;
+    }
+    let version = comp.public_version().parse().ok();
+    let declared = set.get(&comp.name).map(|r| r.build_of(version.as_ref()).inputs.clone());
+    for (name, identity) in &comp.inputs {
+        let Some(mut input) = declared.iter().flatten().find(|i| &i.name == name).cloned() else {
+            missing.push(format!(
+                "{}: its build input `{name}` ({identity}) is not declared by the recipe any more",
+                comp.name
+            ));
+            continue;
+        };
+        // What the lock says it was, not what the recipe says now.
+        match (identity.split_once(':'), &mut input.from) {
+            (Some(("git", commit)), InputSource::Git { rev, .. }) => *rev = Some(commit.to_string()),
+            (Some(("sha256", sha)), InputSource::Archive { sha256, .. }) if crate::lock::is_sha256(sha) => {
+                *sha256 = sha.to_string()
+            }
+            _ => {
+                missing.push(format!(
+                    "{}: build input `{name}` = `{identity}` is not what the recipe declares",
+                    comp.name
+                ));
+                continue;
+            }
+        }
+        match crate::build::inputs::cached(&input, cache) {
+            Ok(dirs) => c.entries.extend(
+                dirs.iter()
+                    .map(|d| d.strip_prefix(cache).unwrap_or(d).display().to_string()),
+            ),
+            Err(why) => missing.push(format!("{}: build input `{name}`: {why}", comp.name)),
+        }
+    }
 }
 
 /// Every wheel cache entry (cache-relative directory) with its wheel's sha256.
@@ -392,6 +434,7 @@ mod tests {
                     archs: Vec::new(),
                     cuda: None,
                     built_against: Default::default(),
+                    inputs: Default::default(),
                 }],
             };
             let (c, missing) = contents(&lock, &set, &cache);

@@ -6,7 +6,8 @@
 //! The shapes: a component name is a Python package name (PEP 503), a version is PEP 440, a
 //! source is `sha256:` and 64 hex digits, `git:` and a commit or a ref name that cannot be read
 //! as an option (`git check-ref-format` rules, <https://git-scm.com/docs/git-check-ref-format>),
-//! `path:<dir>`, `index:<requirement>` or `installed`; a wheel's sha256 is 64 hex digits. It
+//! `path:<dir>`, `index:<requirement>` or `installed`; a wheel's sha256 is 64 hex digits; a
+//! build input is `git:` and a commit or ref (as a source) or `sha256:` and 64 hex digits. It
 //! deliberately ignores whether the values are true (a commit that does not exist is the
 //! build's error) and the environment section (typed by serde).
 
@@ -30,6 +31,8 @@ struct Component {
     source: Spanned<String>,
     #[serde(default)]
     wheel_sha256: Option<Spanned<String>>,
+    #[serde(default)]
+    inputs: std::collections::BTreeMap<String, Spanned<String>>,
 }
 
 /// A value of the wrong shape: where, what is wrong, how to fix it.
@@ -95,6 +98,21 @@ pub(super) fn check(text: &str) -> Vec<Bad> {
                 format!("source `{}`: {why}", c.source.get_ref()),
                 "a source is `sha256:<64 hex digits>`, `git:<commit>`, `path:<dir>`, `index:<requirement>` or `installed`; write the lock again with `kiln lock`",
             );
+        }
+        for (name, v) in &c.inputs {
+            let value = v.get_ref();
+            let fine = match value.split_once(':') {
+                Some(("sha256", h)) => is_sha256(h),
+                Some(("git", r)) => is_git_rev(r),
+                _ => false,
+            };
+            if !fine {
+                bad(
+                    v,
+                    format!("build input `{name}` = `{value}`: not a `git:<commit>` or `sha256:<64 hex digits>`"),
+                    "write the lock again with `kiln lock`",
+                );
+            }
         }
         if let Some(w) = c.wheel_sha256.as_ref().filter(|w| !is_sha256(w.get_ref())) {
             bad(

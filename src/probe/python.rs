@@ -94,6 +94,9 @@ pub struct BuildRecord {
     /// The features it was built with (`cutedsl`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// The declared build inputs it was built with: name -> `git:<commit>` / `sha256:<hex>`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub inputs: std::collections::BTreeMap<String, String>,
 }
 
 /// Whether one import ran.

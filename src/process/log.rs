@@ -7,7 +7,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// What marks a line as a cause. Lowercase; matched against the lowercased line.
-const CAUSE_MARKS: [&str; 12] = [
+const CAUSE_MARKS: [&str; 15] = [
     "#error",
     "fatal error",
     "fatal:",
@@ -15,6 +15,9 @@ const CAUSE_MARKS: [&str; 12] = [
     "error[",
     "cmake error",
     "could not resolve host",
+    "temporary failure in name resolution",
+    "network is unreachable",
+    "failed to connect to",
     "killed",
     "no space left on device",
     "undefined reference",

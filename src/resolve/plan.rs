@@ -368,7 +368,9 @@ fn build_spec(
     machine: &MachineFacts,
     opts: &PlanOptions,
 ) -> Result<BuildSpec, super::spec::SpecError> {
-    let mut spec = BuildSpec::new(&r.build, &vars(r, version, machine, opts))?;
+    // The build of that version: its own `prepare` and build inputs where it has them.
+    let v = version.and_then(|v| v.parse::<pep440_rs::Version>().ok());
+    let mut spec = BuildSpec::new(&r.build_of(v.as_ref()), &vars(r, version, machine, opts))?;
     spec.compile_cache = opts.compile_cache.clone();
     Ok(spec)
 }

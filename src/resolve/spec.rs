@@ -19,8 +19,9 @@ use serde::ser::SerializeMap;
 
 use crate::arch::DialectError;
 use crate::compile_cache::Wiring;
-use crate::recipe::Build;
+use crate::recipe::inputs::InputPart;
 use crate::recipe::template::{Part, Template, Var, Vars};
+use crate::recipe::{Build, Input};
 
 /// A piece of an argument or an environment value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +38,8 @@ pub enum Piece {
     Overlay,
     /// This variable of the environment kiln runs in (`PATH`).
     Inherited(String),
+    /// The directory of the named build input (fetched before the build).
+    Input(String),
 }
 
 /// One argument or environment value: pieces joined.
@@ -54,6 +57,8 @@ pub struct RunValues {
     /// The step's sccache server socket, and whether nvcc goes through it; `None`: this build
     /// runs without the compile cache (none asked for, or it cannot be used now).
     pub compile_cache: Option<(String, bool)>,
+    /// Where each build input was fetched, by name (`<input NAME>` in the plan).
+    pub inputs: BTreeMap<String, String>,
 }
 
 impl RunValues {
@@ -67,6 +72,7 @@ impl RunValues {
             jobs,
             inherited: [("PATH".to_string(), "$PATH".to_string())].into(),
             compile_cache: Some(("<sccache socket>".into(), true)),
+            inputs: BTreeMap::new(),
         }
     }
 }
@@ -105,6 +111,10 @@ impl Arg {
                 Piece::Jobs => out.push_str(&v.jobs.to_string()),
                 Piece::Overlay => out.push_str(&v.overlay),
                 Piece::Inherited(name) => out.push_str(v.inherited.get(name).map_or("", String::as_str)),
+                Piece::Input(name) => match v.inputs.get(name) {
+                    Some(dir) => out.push_str(dir),
+                    None => out.push_str(&format!("<input {name}>")),
+                },
             }
         }
         out
@@ -132,6 +142,11 @@ pub struct BuildSpec {
     /// The compile cache (`--compile-cache`): the backend as shown, and how sccache is put in
     /// front of the compilers; its variables join `env` (a recipe's own value wins).
     pub compile_cache: Option<(String, Wiring)>,
+    /// The build inputs this build needs for its target archs, fetched before it starts; their
+    /// variables are in `env`.
+    pub inputs: Vec<Input>,
+    /// The build commands run with the network denied (see `build::sandbox`).
+    pub deny_network: bool,
 }
 
 /// Why a step's build cannot be rendered on this machine.
@@ -156,6 +171,34 @@ impl BuildSpec {
                 error,
             })?;
             env.insert(key.clone(), arg);
+        }
+        // Each input's variables, for the archs being built; a variable that several inputs (or
+        // the recipe's env) set gets their values joined by a space (`CMAKE_ARGS`).
+        let inputs: Vec<Input> = build
+            .inputs
+            .iter()
+            .filter(|i| i.needed_for(&vars.archs))
+            .cloned()
+            .collect();
+        for input in &inputs {
+            for (key, value) in &input.env {
+                let mut arg = Vec::new();
+                for part in value.parts() {
+                    arg.push(match part {
+                        InputPart::Lit(s) => Piece::Text(s.clone()),
+                        InputPart::Path => Piece::Input(input.name.clone()),
+                    });
+                }
+                match env.get_mut(key) {
+                    Some(Arg(pieces)) => {
+                        pieces.push(Piece::Text(" ".into()));
+                        pieces.extend(arg);
+                    }
+                    None => {
+                        env.insert(key.clone(), Arg(arg));
+                    }
+                }
+            }
         }
         if !build.requires.is_empty() {
             env.insert("PYTHONPATH".into(), Arg(vec![Piece::Overlay]));
@@ -190,6 +233,8 @@ impl BuildSpec {
             stall: build.stall,
             limit: build.limit,
             compile_cache: None,
+            deny_network: build.denies_network(),
+            inputs,
         })
     }
 
@@ -260,6 +305,12 @@ impl Serialize for BuildSpec {
             m.serialize_entry("prepare", &prepare)?;
         }
         m.serialize_entry("wheel_command", &BuildSpec::argv(&self.wheel, &shown))?;
+        if !self.inputs.is_empty() {
+            m.serialize_entry("inputs", &self.inputs)?;
+        }
+        if self.deny_network {
+            m.serialize_entry("network", "denied")?;
+        }
         m.end()
     }
 }
@@ -302,6 +353,8 @@ mod tests {
             cargo_manifest: None,
             stall: None,
             limit: None,
+            inputs: Vec::new(),
+            network: None,
         };
         let spec = BuildSpec::new(&build, &vars(6)).unwrap();
         assert_eq!(spec.jobs, 6);
@@ -320,6 +373,7 @@ mod tests {
             jobs: 3,
             inherited: [("PATH".to_string(), "/usr/bin".to_string())].into(),
             compile_cache: None,
+            inputs: BTreeMap::new(),
         };
         let env = spec.env_with(&run);
         assert_eq!(env["MAX_JOBS"], "3");

@@ -43,7 +43,13 @@ pub struct Evidence<'a> {
 /// Whether `r`'s distribution is installed and every import its recipe names ran.
 pub fn installed_and_imports(r: &Recipe, py: &PythonFacts) -> bool {
     let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
-    py.dists.contains_key(&normalize(&dist)) && r.imports.iter().all(|m| py.imports.get(m).is_some_and(|i| i.ok))
+    let Some(d) = py.dists.get(&normalize(&dist)) else {
+        return false;
+    };
+    let version = d.version.split('+').next().and_then(|v| v.parse().ok());
+    r.imports_of(version.as_ref())
+        .iter()
+        .all(|m| py.imports.get(m).is_some_and(|i| i.ok))
 }
 
 /// What kiln can say about a component.
@@ -125,7 +131,7 @@ pub fn imports_for(set: &RecipeSet, scope: &[(String, Vec<String>)]) -> Vec<Stri
     for (name, _) in scope {
         let Some(r) = set.get(name) else { continue };
         let feats = r.features.values().flat_map(|f| f.imports.iter());
-        for m in r.imports.iter().chain(feats) {
+        for m in r.all_imports().into_iter().chain(feats) {
             if !out.contains(m) {
                 out.push(m.clone());
             }
@@ -305,7 +311,9 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     let py = ev.python;
     let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
     let dist = py.dists.get(&normalize(&dist_name));
-    let imports = checks(&r.imports, py);
+    // The imports of the installed version (a release may name its extensions otherwise).
+    let installed = dist.and_then(|d| d.version.split('+').next()?.parse().ok());
+    let imports = checks(r.imports_of(installed.as_ref()), py);
     let want = r.version.as_ref().map(|v| v.to_string());
     let mut a = Assessment {
         name: r.name.clone(),

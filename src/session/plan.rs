@@ -1,6 +1,6 @@
 //! Planning in a session: choose versions with the solver, widen the scope to installed
 //! components the solution replaces (proving those too), plan, and — offline — block every
-//! step whose source the cache lacks, before anything runs. It deliberately ignores carrying
+//! step whose source or declared build inputs the cache lacks, before anything runs. It deliberately ignores carrying
 //! the plan out.
 
 use super::Session;
@@ -98,20 +98,30 @@ impl Session {
         Some((backend.shown(), wiring))
     }
 
-    /// Offline, a step whose source the cache lacks is blocked now, not after the steps before
-    /// it have run: that source cannot be had.
+    /// Offline, a step whose source or any of whose declared build inputs the cache lacks is
+    /// blocked now, not after the steps before it have run: they cannot be had. Each missing
+    /// one is named.
     fn block_uncached(&self, plan: &mut Plan, settings: &Settings) {
+        let cache = &settings.cache_dir;
         // A prebuilt wheel the plan installs was fetched (or found in the cache) to judge it.
         let prebuilt = |s: &resolve::Step| s.prebuilt.as_ref().is_some_and(|d| d.install);
         for step in plan.steps.iter_mut().filter(|s| s.action.changes() && !prebuilt(s)) {
-            let missing = self
+            let mut missing: Vec<String> = self
                 .set
                 .get(&step.name)
                 .and_then(|r| r.source_of(step.version.as_deref()))
-                .and_then(|src| crate::build::source::cached(src, &settings.cache_dir).err());
-            if let Some(why) = missing {
+                .and_then(|src| crate::build::source::cached(src, cache).err())
+                .map(|why| why.to_string())
+                .into_iter()
+                .collect();
+            for input in step.build.iter().flat_map(|b| &b.inputs) {
+                if let Err(why) = crate::build::inputs::cached(input, cache) {
+                    missing.push(format!("build input `{}`: {why}", input.name));
+                }
+            }
+            if !missing.is_empty() {
                 step.action = Action::Blocked;
-                step.reason = format!("{}; offline: {why}", step.reason);
+                step.reason = format!("{}; offline: {}", step.reason, missing.join("; "));
             }
         }
     }

@@ -1,12 +1,13 @@
 //! A `depends` table (`[depends]`, a feature's or a version's): component names with a PEP 440
-//! specifier string or `{ version, abi, features }`. It deliberately does not check that the
+//! specifier string or `{ version, abi, features, why }` (`why`: the reason for a bound that
+//! comes from how the component compiles, with its upstream source). It deliberately does not check that the
 //! names exist: that needs the other recipes ([`crate::recipe::set`]).
 
 use super::cx::{At, Ctx};
 use super::doc::Table;
 use crate::recipe::model::Dependency;
 
-const KEYS: &[&str] = &["version", "abi", "features"];
+const KEYS: &[&str] = &["version", "abi", "features", "why"];
 
 /// The dependencies in `t`, in the order written; `section` names `t` in messages.
 pub(super) fn read(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<Dependency> {
@@ -19,6 +20,7 @@ pub(super) fn read(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<Dependency>
             spec: None,
             abi: false,
             features: Vec::new(),
+            why: None,
             span: Some(e.key_span),
         };
         if let Some(s) = e.item.as_str() {
@@ -36,6 +38,7 @@ pub(super) fn read(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<Dependency>
                 dep.version = Some(v.value.to_string());
             }
             dep.abi = cx.bool(tt, "abi", &sub).unwrap_or(false);
+            dep.why = cx.string(tt, "why", &sub).map(|w| w.value.to_string());
             dep.features = cx
                 .strings(tt, "features", &sub)
                 .unwrap_or_default()

@@ -1,0 +1,113 @@
+//! Unit tests of the lockfile: reading back what was written, hostile values, differences.
+
+use super::*;
+
+fn sample() -> Lock {
+    Lock {
+        format: FORMAT,
+        environment: Environment {
+            python: "3.12.3".into(),
+            platform: Some("linux x86_64".into()),
+            archs: vec![Arch { major: 12, minor: 0 }],
+            cuda: Some("13.0".into()),
+        },
+        components: vec![Locked {
+            name: "flashinfer".into(),
+            version: "0.7.4".into(),
+            features: vec!["cutedsl".into()],
+            source: format!("sha256:{}", "ab".repeat(32)),
+            wheel_sha256: Some("de".repeat(32)),
+            archs: vec![Arch { major: 12, minor: 0 }],
+            cuda: Some("13.0".into()),
+            built_against: [("torch".to_string(), "2.14.1+cu130".to_string())].into(),
+            inputs: [("cutlass".to_string(), format!("git:{}", "c".repeat(40)))].into(),
+        }],
+    }
+}
+
+#[test]
+fn a_lock_reads_back_as_written() {
+    let lock = sample();
+    let text = render(&lock);
+    assert!(text.starts_with("# kiln.lock"));
+    assert!(text.contains("archs = [\"12.0\"]"), "{text}");
+    assert_eq!(parse("kiln.lock", &text).unwrap(), lock);
+}
+
+#[test]
+fn a_locked_component_is_reproduced_with_its_features_and_its_public_version() {
+    let mut c = sample().components.remove(0);
+    assert_eq!(c.target(), "flashinfer[cutedsl]==0.7.4");
+    c.features.clear();
+    c.version = "2.14.1+cu130".into();
+    assert_eq!(c.target(), "flashinfer==2.14.1");
+}
+
+#[test]
+fn a_malformed_lock_points_at_the_line() {
+    let text = render(&sample()).replace("version = \"0.7.4\"", "version = 0.7");
+    let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+        panic!("accepted a number as a version")
+    };
+    let line = text.lines().nth(d.line - 1).unwrap();
+    assert_eq!(line, "version = 0.7", "{d}");
+    let text = render(&sample()).replace("format = 1", "format = 9");
+    let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+        panic!("accepted format 9")
+    };
+    assert!(d.message.contains("format 9"), "{d}");
+    let text = render(&sample()).replace("cuda = \"13.0\"\n\n", "cuda = \"13.0\"\ncolour = 1\n\n");
+    assert!(parse("kiln.lock", &text).is_err());
+}
+
+#[test]
+fn hostile_values_are_refused_at_their_line() {
+    let good = render(&sample());
+    let sha = format!("sha256:{}", "ab".repeat(32));
+    let input = format!("git:{}", "c".repeat(40));
+    for (from, to, says) in [
+        (input.as_str(), "git:--upload-pack=x", "build input `cutlass`"),
+        (input.as_str(), "sha256:../x", "build input `cutlass`"),
+        (sha.as_str(), "sha256:/some/dir", "64 hex digits"),
+        (sha.as_str(), "sha256:../../dir", "64 hex digits"),
+        (sha.as_str(), "git:--orphan=x", "read as an option"),
+        ("name = \"flashinfer\"", "name = \"../x\"", "not a component name"),
+        ("version = \"0.7.4\"", "version = \"--x\"", "not a version"),
+    ] {
+        let text = good.replacen(from, to, 1);
+        assert_ne!(text, good, "{from}");
+        let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+            panic!("accepted {to}")
+        };
+        assert!(d.message.contains(says), "{to}: {d}");
+        assert!(d.help.is_some(), "{d}");
+        let line = text.lines().nth(d.line - 1).unwrap();
+        assert!(
+            line.contains(to.rsplit('"').nth(1).unwrap_or(to)),
+            "{line} for {to}: {d}"
+        );
+    }
+    let text = good.replacen(&"de".repeat(32), "not-a-hash", 1);
+    let Err(LockError::Invalid(d)) = parse("kiln.lock", &text) else {
+        panic!("accepted a wheel_sha256 that is not a hash")
+    };
+    assert_eq!(text.lines().nth(d.line - 1).unwrap(), "wheel_sha256 = \"not-a-hash\"");
+}
+
+#[test]
+fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
+    let lock = sample();
+    let mut have = lock.components[0].clone();
+    assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into()).is_empty());
+    have.wheel_sha256 = Some("0f".repeat(32));
+    have.built_against.insert("torch".into(), "2.11.0+cu130".into());
+    let d = differences(&lock, &[("flashinfer".to_string(), have)].into());
+    let fields: Vec<(&str, bool)> = d.iter().map(|d| (d.field, d.note_only)).collect();
+    assert_eq!(fields, [("built against", false), ("wheel sha256", true)]);
+    assert_eq!(
+        d[0].to_string(),
+        "flashinfer built against: the lock has torch 2.14.1+cu130, the environment has torch 2.11.0+cu130"
+    );
+    let d = differences(&lock, &BTreeMap::new());
+    assert_eq!(d[0].found, "nothing installed");
+}

@@ -1,0 +1,307 @@
+//! Declared build inputs, end to end with real git repositories (one with a submodule) and a
+//! real archive made by the test: the plan lists them with their pinned identity and the
+//! variables that point the build at them; offline with an empty cache each missing one is named
+//! before anything runs; the build gets them (and no network, where the machine can deny it);
+//! `kiln.json`, the lock and a bundle carry them, and a node with no origin builds from the
+//! bundle. A build that still reaches out is named with the host it tried.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{World, git, sh, stdout_json, text, venv};
+
+/// What the test made: the git input (a repository with a submodule), its commit, the
+/// submodule's repository, the archive and its sha256.
+struct Inputs {
+    repo: PathBuf,
+    commit: String,
+    sub: PathBuf,
+    archive: PathBuf,
+    sha: String,
+}
+
+/// The package: its build reads two inputs through the variables the recipe declares, and
+/// records which network devices it saw.
+const SETUP: &str = r#"import os, pathlib
+from setuptools import setup
+
+headers = pathlib.Path(os.environ["FIXTURE_HEADERS_DIR"])
+blob = pathlib.Path(os.environ["FIXTURE_BLOB_DIR"])
+devices = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
+pathlib.Path("kiln_fixture_inputs").mkdir(exist_ok=True)
+pathlib.Path("kiln_fixture_inputs/__init__.py").write_text(
+    f"ANSWER = {(headers / 'include/answer.h').read_text().strip()!r}\n"
+    f"SUB = {(headers / 'third_party/sub/data.txt').read_text().strip()!r}\n"
+    f"BLOB = {(blob / 'value.txt').read_text().strip()!r}\n"
+    f"ARGS = {os.environ['FIXTURE_ARGS']!r}\n"
+    f"DEVICES = {devices!r}\n"
+)
+setup(name="kiln-fixture-inputs", version="1.0.0", packages=["kiln_fixture_inputs"])
+"#;
+
+fn make_inputs(w: &World) -> Inputs {
+    let root = w.dir.path();
+    let sub = root.join("sub-repo");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::write(sub.join("data.txt"), "from the submodule\n").unwrap();
+    sh(&sub, &["git", "init", "-q"]);
+    git(&sub, &["add", "."]);
+    git(&sub, &["commit", "-qm", "sub"]);
+
+    let repo = root.join("headers-repo");
+    std::fs::create_dir_all(repo.join("include")).unwrap();
+    std::fs::write(repo.join("include/answer.h"), "42\n").unwrap();
+    sh(&repo, &["git", "init", "-q"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub.to_str().unwrap(),
+            "third_party/sub",
+        ],
+    );
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "v1"]);
+    sh(&repo, &["git", "tag", "v1.0"]);
+    let commit = sh(&repo, &["git", "rev-parse", "HEAD"]);
+
+    let blob = root.join("blob-1.0/data");
+    std::fs::create_dir_all(&blob).unwrap();
+    std::fs::write(blob.join("value.txt"), "7\n").unwrap();
+    let archive = root.join("blob-1.0.tar.gz");
+    sh(root, &["tar", "-czf", archive.to_str().unwrap(), "blob-1.0"]);
+    let sha = sh(root, &["sha256sum", archive.to_str().unwrap()])
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    Inputs {
+        repo,
+        commit,
+        sub,
+        archive,
+        sha,
+    }
+}
+
+fn recipe(w: &World, i: &Inputs, setup: &str) {
+    w.write("packages/kiln-fixture-inputs/setup.py", setup);
+    w.write(
+        "recipes/fixture-inputs.toml",
+        &format!(
+            r#"[package]
+name = "fixture-inputs"
+dist = "kiln-fixture-inputs"
+version = "1.0.0"
+summary = "test fixture: a build that needs two declared inputs"
+
+[source]
+path = "../packages/kiln-fixture-inputs"
+
+[[build.inputs]]
+name = "headers"
+git = "{repo}"
+rev = "{commit}"
+tag = "v1.0"
+submodules = true
+env = {{ FIXTURE_HEADERS_DIR = "{{path}}", FIXTURE_ARGS = "-DHEADERS={{path}}" }}
+why = "setup.py reads FIXTURE_HEADERS_DIR (test fixture)"
+
+[[build.inputs]]
+name = "blob"
+archive = "{archive}"
+sha256 = "{sha}"
+subdir = "data"
+env = {{ FIXTURE_BLOB_DIR = "{{path}}", FIXTURE_ARGS = "-DBLOB={{path}}" }}
+why = "setup.py reads FIXTURE_BLOB_DIR (test fixture)"
+
+[verify]
+imports = ["kiln_fixture_inputs"]
+"#,
+            repo = i.repo.display(),
+            commit = i.commit,
+            archive = i.archive.display(),
+            sha = i.sha,
+        ),
+    );
+}
+
+fn module(python: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import json, kiln_fixture_inputs as m; print(json.dumps({k: getattr(m, k) for k in ('ANSWER', 'SUB', 'BLOB', 'ARGS', 'DEVICES')}))",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Whether this machine lets an unprivileged build run in a network namespace of its own.
+fn namespaces_work() -> bool {
+    std::process::Command::new("unshare")
+        .args(["-rn", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() {
+    let w = World::new();
+    let i = make_inputs(&w);
+    recipe(&w, &i, SETUP);
+
+    // The plan lists each input with its pinned identity, and the variables point at them.
+    let out = w.kiln().args(["plan", "fixture-inputs", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = stdout_json(&out);
+    let step = crate::common::step(&plan, "fixture-inputs");
+    assert_eq!(step["action"], "build", "{step}");
+    let inputs = step["inputs"].as_array().unwrap();
+    assert_eq!(inputs[0]["name"], "headers");
+    assert_eq!(inputs[0]["rev"], i.commit.as_str());
+    assert_eq!(inputs[0]["tag"], "v1.0");
+    assert_eq!(inputs[1]["name"], "blob");
+    assert_eq!(inputs[1]["sha256"], i.sha.as_str());
+    assert_eq!(step["env"]["FIXTURE_HEADERS_DIR"], "<input headers>");
+    assert_eq!(
+        step["env"]["FIXTURE_ARGS"],
+        "-DHEADERS=<input headers> -DBLOB=<input blob>"
+    );
+    assert_eq!(step["network"], "denied");
+
+    // Offline with an empty cache: blocked before anything runs, each missing input named.
+    let out = w
+        .kiln()
+        .args(["install", "--offline", "--json", "fixture-inputs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        all.contains(&format!(
+            "build input `headers`: the git repository {} is not in the source cache",
+            i.repo.display()
+        )),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!(
+            "build input `blob`: the archive {} is not in the source cache",
+            i.archive.display()
+        )),
+        "{all}"
+    );
+    assert!(w.py("import kiln_fixture_inputs").is_err());
+
+    // Online: fetched first, the build reads them (the submodule from its own mirror).
+    let out = w.kiln().args(["install", "fixture-inputs"]).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let m = module(&w.python);
+    assert_eq!(m["ANSWER"], "42");
+    assert_eq!(m["SUB"], "from the submodule");
+    assert_eq!(m["BLOB"], "7");
+    let args = m["ARGS"].as_str().unwrap();
+    assert!(
+        args.starts_with("-DHEADERS=") && args.contains("/inputs/blob/"),
+        "{args}"
+    );
+    if namespaces_work() {
+        assert_eq!(
+            m["DEVICES"],
+            serde_json::json!(["lo"]),
+            "the build ran without the network"
+        );
+    } else {
+        eprintln!("unshare -rn does not work here: the network-denial assertion is skipped");
+    }
+
+    // kiln.json and the lock record what each input was.
+    let lockfile = w.lock("fixture-inputs");
+    let lock = std::fs::read_to_string(&lockfile).unwrap();
+    assert!(lock.contains(&format!("headers = \"git:{}\"", i.commit)), "{lock}");
+    assert!(lock.contains(&format!("blob = \"sha256:{}\"", i.sha)), "{lock}");
+
+    // The bundle carries the archive and both mirrors (the submodule's too).
+    let bundle = w.dir.path().join("inputs.tar");
+    let out = w
+        .kiln()
+        .args(["bundle", "--json", "--lock"])
+        .arg(&lockfile)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let entries: Vec<&str> = v["contents"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(entries.contains(&format!("sources/{}", i.sha).as_str()), "{v}");
+    assert_eq!(entries.iter().filter(|e| e.starts_with("git/")).count(), 2, "{v}");
+
+    // Another node, with no origin left: it builds from the bundle (its wheel left out).
+    for gone in [&i.repo, &i.sub, &i.archive] {
+        std::fs::rename(gone, gone.with_extension("gone")).unwrap();
+    }
+    let without = w.dir.path().join("without-wheels.tar");
+    sh(
+        w.dir.path(),
+        &[
+            "python3",
+            "-c",
+            "import sys, tarfile\n\
+             with tarfile.open(sys.argv[1]) as a, tarfile.open(sys.argv[2], 'w') as b:\n\
+             \x20   for m in a.getmembers():\n\
+             \x20       if not m.name.startswith('wheels'):\n\
+             \x20           b.addfile(m, a.extractfile(m) if m.isfile() else None)",
+            bundle.to_str().unwrap(),
+            without.to_str().unwrap(),
+        ],
+    );
+    let node = venv(&w.dir.path().join("node"));
+    let out = w
+        .kiln_elsewhere(&node, &w.dir.path().join("node-cache"))
+        .args(["install", "--json", "--bundle"])
+        .arg(&without)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert!(
+        v["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["name"] == "fixture-inputs" && o["action"] == "build" && o["result"] == "done"),
+        "{v}"
+    );
+    assert_eq!(module(&node)["SUB"], "from the submodule");
+}
+
+#[test]
+fn a_build_that_still_downloads_is_named_with_the_host_it_tried() {
+    let w = World::new();
+    let i = make_inputs(&w);
+    let fetching = SETUP.replace(
+        "from setuptools import setup\n",
+        "from setuptools import setup\nimport subprocess\n\
+         subprocess.run(['git', 'ls-remote', 'https://kiln-test.invalid/triton.git'], check=True)\n",
+    );
+    recipe(&w, &i, &fetching);
+    let out = w.kiln().args(["install", "fixture-inputs"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        all.contains("the build tried to reach kiln-test.invalid: it downloads a source the recipe does not declare"),
+        "{all}"
+    );
+    assert!(all.contains("[[build.inputs]]"), "{all}");
+}
