@@ -70,6 +70,8 @@ impl Session {
                 compile_cache: self.compile_cache_wiring(settings),
             },
         );
+        // A build measured on this machine says better than the recipe what a job takes.
+        crate::build::memory::apply(&mut plan, &settings.cache_dir, &self.machine, settings.jobs);
         if settings.offline {
             self.block_uncached(&mut plan, settings);
         }
