@@ -57,6 +57,11 @@ pub fn duration_text(secs: f64) -> String {
     }
 }
 
+/// `1 file compiled`, `12 files compiled`.
+fn files_compiled(n: u64) -> String {
+    format!("{n} file{} compiled", if n == 1 { "" } else { "s" })
+}
+
 impl Progress {
     pub fn new(plain: bool, quiet: bool) -> Progress {
         Progress {
@@ -161,7 +166,7 @@ impl Reporter for Progress {
                     bar.set_position(done);
                     bar.set_message("wheel: compiling");
                 }
-                None => bar.set_message(format!("wheel: {done} files compiled")),
+                None => bar.set_message(format!("wheel: {}", files_compiled(done))),
             });
             return;
         }
@@ -182,7 +187,7 @@ impl Reporter for Progress {
                     .map(|s| format!(", about {} left", duration_text(s)));
                 format!("{done}/{t} compiled{}", left.unwrap_or_default())
             }
-            None => format!("{done} files compiled"),
+            None => files_compiled(done),
         };
         eprintln!("kiln:   {}: wheel: {line}", step.name);
     }
@@ -238,5 +243,6 @@ mod tests {
         assert_eq!(duration_text(44.6), "45 s");
         assert_eq!(duration_text(170.0), "3 min");
         assert_eq!(duration_text(4800.0), "1 h 20 min");
+        assert_eq!(files_compiled(1), "1 file compiled");
     }
 }
