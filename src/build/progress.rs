@@ -3,7 +3,10 @@
 //! `BuildExtension` and CMake's Ninja generator both drive ninja), CMake's Makefile percentages
 //! (`[ 45%] Building CXX object ...`), and otherwise compiler command lines counted as files
 //! compiled (setuptools' plain `build_ext`, with no total). What it reads goes to
-//! [`Reporter::progress`] whenever it moves.
+//! [`Reporter::progress`] whenever it moves. torch's `BuildExtension` runs `ninja -v` with its
+//! output on fd 1 (torch 2.11 `torch/utils/cpp_extension.py:2741,2777`, `verbose=True` at
+//! `:936`), so kiln's front end, which leaves the backend's output alone, puts those lines in the
+//! log; `pip wheel` (a recipe's own wheel command) passes the backend's output on only with `-v`.
 //!
 //! It deliberately ignores the rest of the log and never slows the build: the log is read twice
 //! a second beside the command, from where it stood when the command started.
