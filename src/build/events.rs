@@ -1,9 +1,10 @@
 //! The run's event log: one JSON object a line (`events.jsonl`, beside the step logs) for every
-//! step started, phase entered and step finished, with the seconds since the run began. It is
-//! the record the timings report is drawn from, and what a person reads to see which builds
-//! overlapped and where the time went.
+//! step started, phase entered, compile progress (`progress`: `done` of `total`), wheel command
+//! measured (`measured`: its `peak_memory` in bytes and its `jobs`) and step finished, with the
+//! seconds since the run began. It is the record the timings report is drawn from, and what a
+//! person reads to see which builds overlapped, where the time went and what memory they took.
 //!
-//! It deliberately records only what the [`Reporter`] hears (no resource samples), and a write
+//! It deliberately records only what the [`Reporter`] hears (no samples of its own), and a write
 //! that fails is dropped: the log must never fail a build.
 
 use std::fs::File;
@@ -18,12 +19,12 @@ use super::{Outcome, Phase, Reporter};
 use crate::resolve::Step;
 
 /// One line of the event log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Seconds since the run began.
     pub t: f64,
     pub step: String,
-    /// `started`, `phase`, `warning` or `finished`.
+    /// `started`, `phase`, `warning`, `progress`, `measured` or `finished`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
@@ -35,6 +36,16 @@ pub struct Event {
     /// For `finished`: what the compile cache did for the step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_cache: Option<crate::compile_cache::stats::Stats>,
+    /// For `progress`: compile units done, and the total when the build said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// For `measured`: the wheel command's peak resident memory (bytes) and its jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<usize>,
 }
 
 /// Writes events as they happen.
@@ -65,7 +76,7 @@ impl EventLog {
             phase: phase.map(|p| p.as_str().to_string()),
             detail: detail.map(str::to_string),
             result: result.map(str::to_string),
-            compile_cache: None,
+            ..Event::default()
         };
         self.append(&e);
     }
@@ -102,6 +113,34 @@ impl Reporter for EventLog {
             detail: outcome.compile_cache.as_ref().map(|s| s.summary()),
             result: Some(outcome.result.to_string()),
             compile_cache: outcome.compile_cache.clone(),
+            ..Event::default()
+        });
+    }
+
+    fn progress(&self, step: &Step, done: u64, total: Option<u64>) {
+        self.append(&Event {
+            t: self.start.elapsed().as_secs_f64(),
+            step: step.name.clone(),
+            kind: "progress".into(),
+            done: Some(done),
+            total,
+            ..Event::default()
+        });
+    }
+
+    fn measured(&self, step: &Step, peak: u64, jobs: usize) {
+        self.append(&Event {
+            t: self.start.elapsed().as_secs_f64(),
+            step: step.name.clone(),
+            kind: "measured".into(),
+            detail: Some(format!(
+                "peak memory {} with {jobs} job{}",
+                super::memory::human(peak),
+                if jobs == 1 { "" } else { "s" }
+            )),
+            peak_memory: Some(peak),
+            jobs: Some(jobs),
+            ..Event::default()
         });
     }
 }
@@ -137,6 +176,16 @@ impl Reporter for Tee<'_> {
     fn warning(&self, step: &Step, text: &str) {
         self.0.warning(step, text);
         self.1.warning(step, text);
+    }
+
+    fn progress(&self, step: &Step, done: u64, total: Option<u64>) {
+        self.0.progress(step, done, total);
+        self.1.progress(step, done, total);
+    }
+
+    fn measured(&self, step: &Step, peak: u64, jobs: usize) {
+        self.0.measured(step, peak, jobs);
+        self.1.measured(step, peak, jobs);
     }
 
     fn step_finished(&self, step: &Step, outcome: &Outcome) {

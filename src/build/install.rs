@@ -2,15 +2,42 @@
 //! step fails: before kiln replaces a distribution it copies every file its `RECORD` lists; on
 //! failure it uninstalls what it installed and copies those files back.
 //!
-//! Installs go through `uv pip` when uv is on PATH, else `python -m pip`; kiln never edits
+//! Installs and build requirements go through `uv pip`: uv on PATH, else the uv kiln brings from
+//! its PyPI wheel (pinned below by version and sha256) into `<cache>/tools/uv-<v>/uv`; `python -m
+//! pip` only where neither can be had (offline before kiln ever brought uv, an architecture with
+//! no uv wheel, `KILN_NO_UV`). uv is told to trust the system's certificate store (as kiln's own
+//! downloads do) and is given pip's index variables when only those are set. kiln never edits
 //! site-packages itself except to restore a backup. Offline, a local directory of wheels (the
 //! wheelhouse a bundle brings) is the only place third-party wheels come from. A kiln killed
 //! between backup and proof is put back by the next one, from the journal (`super::journal`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::download::pinned::PinnedWheel;
 use crate::probe::python::Dist;
 use crate::process::{Cmd, CommandFailed};
+
+/// The uv kiln brings when none is on `PATH`: 0.13.9, the newest on PyPI (sha256 from
+/// https://pypi.org/simple/uv/); the wheel holds the static binary as
+/// `uv-0.13.9.data/scripts/uv`.
+pub const UV: PinnedWheel = PinnedWheel {
+    name: "uv",
+    version: "0.13.9",
+    wheels: &[
+        (
+            "x86_64",
+            "https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+            "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
+        ),
+        (
+            "aarch64",
+            "https://files.pythonhosted.org/packages/57/15/94b6cd62ac3ff6550288328e8035288875197cbc183f51554b266a69877b/uv-0.13.9-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64.whl",
+            "5435c5ce14a56431208ca0996416d310f1598e8c2c8ba707688985a16bb82dbe",
+        ),
+    ],
+};
 
 /// The program that installs wheels, and whether it may reach a package index.
 #[derive(Debug, Clone)]
@@ -18,6 +45,8 @@ pub struct Installer {
     tool: Tool,
     offline: bool,
     find_links: Option<PathBuf>,
+    /// Why pip installs although uv was wanted, until a caller has said so once.
+    fallback: Option<(String, Arc<AtomicBool>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -37,7 +66,36 @@ impl Installer {
             tool,
             offline: false,
             find_links: None,
+            fallback: None,
         }
+    }
+
+    /// What a run installs with: uv on PATH, else kiln's uv under `cache` (brought from PyPI
+    /// when it is not there yet and `offline` is not set), else pip, with the reason kept for
+    /// [`Installer::fallback`]. `KILN_NO_UV` asks for pip.
+    pub fn for_cache(cache: &Path, offline: bool) -> Installer {
+        let mut i = Installer::detect().offline(offline);
+        if std::env::var_os("KILN_NO_UV").is_some() || matches!(i.tool, Tool::Uv(_)) {
+            return i;
+        }
+        match UV.ensure(cache, offline) {
+            Ok(uv) => i.tool = Tool::Uv(uv),
+            Err(why) => {
+                let text = format!(
+                    "installing with pip, which is slower: uv is not on PATH and kiln cannot bring uv {} ({why})",
+                    UV.version
+                );
+                i.fallback = Some((text, Arc::new(AtomicBool::new(false))));
+            }
+        }
+        i
+    }
+
+    /// Why pip installs although uv was wanted; `Some` only to the first caller, so that a run
+    /// says it once.
+    pub fn fallback(&self) -> Option<&str> {
+        let (why, said) = self.fallback.as_ref()?;
+        (!said.swap(true, Ordering::Relaxed)).then_some(why.as_str())
     }
 
     /// No index: uv installs from its own cache (`--offline`), pip only local files (`--no-index`).
@@ -88,9 +146,7 @@ impl Installer {
     ) -> Cmd {
         let py = python.display().to_string();
         let mut c = match &self.tool {
-            Tool::Uv(uv) => {
-                Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str(), "--reinstall"])
-            }
+            Tool::Uv(uv) => uv_cmd(uv).args(["pip", "install", "--python", py.as_str(), "--reinstall"]),
             Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--force-reinstall", "--no-input"]),
         };
         c = self.no_index(c);
@@ -111,7 +167,7 @@ impl Installer {
     pub fn install_missing(&self, python: &Path, what: &[String], constraints: &Path, index_url: Option<&str>) -> Cmd {
         let py = python.display().to_string();
         let mut c = match &self.tool {
-            Tool::Uv(uv) => Cmd::new(uv.display().to_string()).args(["pip", "install", "--python", py.as_str()]),
+            Tool::Uv(uv) => uv_cmd(uv).args(["pip", "install", "--python", py.as_str()]),
             Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input"]),
         };
         c = self.no_index(c);
@@ -127,14 +183,7 @@ impl Installer {
         let py = python.display().to_string();
         let t = target.display().to_string();
         let c = match &self.tool {
-            Tool::Uv(uv) => Cmd::new(uv.display().to_string()).args([
-                "pip",
-                "install",
-                "--python",
-                py.as_str(),
-                "--target",
-                t.as_str(),
-            ]),
+            Tool::Uv(uv) => uv_cmd(uv).args(["pip", "install", "--python", py.as_str(), "--target", t.as_str()]),
             Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "install", "--no-input", "--target", t.as_str()]),
         };
         self.no_index(c).args(reqs.iter().cloned())
@@ -143,12 +192,32 @@ impl Installer {
     pub fn uninstall(&self, python: &Path, dist: &str) -> Cmd {
         let py = python.display().to_string();
         match &self.tool {
-            Tool::Uv(uv) => {
-                Cmd::new(uv.display().to_string()).args(["pip", "uninstall", "--python", py.as_str(), dist])
-            }
+            Tool::Uv(uv) => uv_cmd(uv).args(["pip", "uninstall", "--python", py.as_str(), dist]),
             Tool::Pip => Cmd::new(py.as_str()).args(["-m", "pip", "uninstall", "-y", dist]),
         }
     }
+}
+
+/// `uv` with what kiln's environment says about certificates and indexes: the system's
+/// certificate store (`UV_SYSTEM_CERTS`, `UV_NATIVE_TLS` for uv before 0.9) unless the user chose,
+/// and pip's `PIP_INDEX_URL` / `PIP_EXTRA_INDEX_URL` where uv's own variables are unset.
+fn uv_cmd(uv: &Path) -> Cmd {
+    uv_env(Cmd::new(uv.display().to_string()), |k| std::env::var(k).ok())
+}
+
+fn uv_env(mut c: Cmd, var: impl Fn(&str) -> Option<String>) -> Cmd {
+    if var("UV_SYSTEM_CERTS").is_none() && var("UV_NATIVE_TLS").is_none() {
+        c = c.env("UV_SYSTEM_CERTS", "1").env("UV_NATIVE_TLS", "1");
+    }
+    for (pip, uv) in [
+        ("PIP_INDEX_URL", ["UV_INDEX_URL", "UV_DEFAULT_INDEX"]),
+        ("PIP_EXTRA_INDEX_URL", ["UV_EXTRA_INDEX_URL", "UV_INDEX"]),
+    ] {
+        if let Some(v) = var(pip).filter(|_| uv.iter().all(|u| var(u).is_none())) {
+            c = c.env(uv[0], v);
+        }
+    }
+    c
 }
 
 /// Copies of the files of one installed distribution (written into the install journal, so a
@@ -257,6 +326,35 @@ fn record_path(line: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uv_trusts_the_system_store_and_takes_pips_index_unless_told_otherwise() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            let c = uv_env(Cmd::new("uv"), |k| {
+                vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            });
+            c.env
+        };
+        let set = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(env(&[]), set(&[("UV_SYSTEM_CERTS", "1"), ("UV_NATIVE_TLS", "1")]));
+        assert_eq!(
+            env(&[("UV_SYSTEM_CERTS", "0"), ("PIP_INDEX_URL", "https://mirror/simple")]),
+            set(&[("UV_INDEX_URL", "https://mirror/simple")])
+        );
+        assert_eq!(
+            env(&[
+                ("UV_NATIVE_TLS", "1"),
+                ("PIP_INDEX_URL", "https://a"),
+                ("UV_DEFAULT_INDEX", "https://b")
+            ]),
+            set(&[])
+        );
+    }
 
     #[test]
     fn record_paths() {

@@ -28,8 +28,10 @@ pub mod inputs;
 pub mod install;
 pub mod journal;
 pub mod locks;
+pub mod memory;
 pub mod owned;
 pub mod prebuilt;
+pub mod progress;
 mod queue;
 pub mod sandbox;
 pub mod schedule;
@@ -95,6 +97,12 @@ pub trait Reporter {
     fn transfer(&self, _step: &Step, _done: u64, _total: Option<u64>) {}
     /// Something went wrong that does not fail the step (the compile cache is down).
     fn warning(&self, _step: &Step, _text: &str) {}
+    /// How far the wheel build's compile is: units done, of the total when the build said it
+    /// (ninja's and CMake's `[n/N]`), else files compiled so far ([`progress`]).
+    fn progress(&self, _step: &Step, _done: u64, _total: Option<u64>) {}
+    /// What a wheel command that ran to the end took: its process group's peak resident memory
+    /// (bytes) and the compile jobs it ran with ([`memory`]).
+    fn measured(&self, _step: &Step, _peak: u64, _jobs: usize) {}
 }
 
 /// What happened to one step.

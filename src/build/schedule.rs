@@ -1,9 +1,11 @@
 //! Which step builds when. A step's build starts once every step it depends on (directly or
 //! through components the plan keeps) is installed and verified, and once the jobs the plan gave
 //! it fit what is left of the machine's CPUs and memory: each build claims its planned jobs (one
-//! CPU and `memory_per_job` each) and gives them back when its wheel is ready. With nothing else
-//! running a build always starts, so a run never stalls. Installs are not scheduled here: they
-//! run one at a time, in the order builds finish.
+//! CPU and `memory_per_job` each) and gives them back when its wheel is ready. The memory per job
+//! is the plan's: what an earlier build of the component measured on this machine
+//! ([`super::memory`]), else the recipe's. With nothing else running a build always starts, so a
+//! run never stalls. Installs are not scheduled here: they run one at a time, in the order
+//! builds finish.
 //!
 //! It deliberately never changes a build's job count: what `kiln plan` shows is what runs (a
 //! build that would fit with fewer jobs waits instead), so builds run side by side only when

@@ -1,25 +1,36 @@
 //! Building one wheel exactly as the plan's [`BuildSpec`] says: its build requirements into a
 //! private overlay, `cargo metadata` for a Rust crate, each `prepare` command, then the wheel
 //! command, all in the source tree with the spec's environment. The only values filled in here
-//! are the run's: the source, wheel and overlay directories, kiln's own `PATH`, and the jobs,
-//! which start as planned and are halved (down to one) after a compile killed for memory; the
-//! note that comes back says so.
+//! are the run's: the source, wheel and overlay directories, kiln's own `PATH`, kiln's PEP 517
+//! front end (`pep517.py`, written beside the source: the default wheel command calls the
+//! backend's `build_wheel` once), and the jobs, which start as planned and are halved (down to
+//! one) after a compile killed for memory; the note that comes back says so.
+//!
+//! While the wheel command runs, its log is read for compile progress ([`super::progress`]) and
+//! its process group's memory is sampled; the peak of a command that ran to the end, with its
+//! jobs, goes to the reporter and into the cache as the next plan's estimate
+//! ([`super::memory`]).
 //!
 //! It deliberately renders no recipe template (the plan did) and decides no job count of its
 //! own beyond that retry.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use super::failure::{BuildFailure, StepError, retry_jobs};
 use super::step::log_of;
 use super::{Context, Phase, Reporter};
-use crate::process::{Cmd, CommandFailed, Exit};
+use crate::process::{Cmd, CommandFailed, Exit, Usage};
 use crate::resolve::Step;
 use crate::resolve::spec::{Arg, BuildSpec, Piece, RunValues};
 
 /// `cargo metadata --no-deps` reads manifests and nothing else: minutes mean it is stuck.
 const CARGO_METADATA_LIMIT: Duration = Duration::from_secs(300);
+
+/// kiln's PEP 517 front end, written beside each build's source as [`FRONT_END`].
+const PEP517: &str = include_str!("pep517.py");
+const FRONT_END: &str = "kiln_build_wheel.py";
 
 /// A built wheel, the note on how it went, and the compile cache's record.
 pub(super) type Built = (PathBuf, Option<String>, Option<crate::compile_cache::stats::Stats>);
@@ -62,7 +73,13 @@ impl WheelJob<'_> {
             let context = format!("cannot create {}", wheel_dir.display());
             self.fail(Phase::Wheel, StepError::io(context)(e))
         })?;
+        let front_end = self.work.join(FRONT_END);
+        std::fs::write(&front_end, PEP517).map_err(|e| {
+            let context = format!("cannot write {}", front_end.display());
+            self.fail(Phase::Wheel, StepError::io(context)(e))
+        })?;
         let mut values = run_values(self.spec, self.src, &wheel_dir, &self.work.join("build-requires"));
+        values.front_end = front_end.display().to_string();
         values.compile_cache = compile_cache;
         values.inputs = self.inputs.clone();
         self.build_requires(&values)?;
@@ -95,10 +112,12 @@ impl WheelJob<'_> {
         loop {
             let argv = BuildSpec::argv(&self.spec.wheel, values);
             self.reporter.phase(self.step, Phase::Wheel, &jobs_text(values.jobs));
-            let ran = self
-                .command(Phase::Wheel, argv, values)?
-                .run_logged(&self.log(Phase::Wheel));
-            let Err(e) = ran else { return Ok(killed) };
+            let usage = Arc::new(Usage::default());
+            let command = self.command(Phase::Wheel, argv, values)?.measure(usage.clone());
+            let Err(e) = self.watched(&command) else {
+                self.measured(usage.peak(), values.jobs);
+                return Ok(killed);
+            };
             let Some(fewer) = retry_jobs(values.jobs, &e) else {
                 return Err(self.command_failed(Phase::Wheel, e));
             };
@@ -114,13 +133,43 @@ impl WheelJob<'_> {
         }
     }
 
+    /// Runs the wheel command on another thread while this one reads its log for progress.
+    fn watched(&self, command: &Cmd) -> Result<(), CommandFailed> {
+        let log = self.log(Phase::Wheel);
+        let (tx, rx) = mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let run = scope.spawn(|| {
+                let ran = command.run_logged(&log);
+                let _ = tx.send(());
+                ran
+            });
+            let ended = |d| !matches!(rx.recv_timeout(d), Err(mpsc::RecvTimeoutError::Timeout));
+            super::progress::watch(&log, self.step, self.reporter, ended);
+            run.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
+    /// Tells the reporter what the wheel command took, and keeps it as this machine's estimate
+    /// for the component (a sample of nothing is not a measurement).
+    fn measured(&self, peak: u64, jobs: usize) {
+        if peak == 0 {
+            return;
+        }
+        self.reporter.measured(self.step, peak, jobs);
+        let m = super::memory::Measured::new(&self.step.name, self.step.version.as_deref(), peak, jobs);
+        let _ = super::memory::record(&self.cx.cache, &m);
+    }
+
     /// Installs the build requirements into the overlay the spec's environment points at.
     fn build_requires(&self, values: &RunValues) -> Result<(), BuildFailure> {
         if self.spec.requires.is_empty() {
             return Ok(());
         }
-        self.reporter
-            .phase(self.step, Phase::BuildRequires, &self.spec.requires.join(" "));
+        if let Some(why) = self.cx.installer.fallback() {
+            self.reporter.warning(self.step, why);
+        }
+        let detail = format!("{} ({})", self.spec.requires.join(" "), self.cx.installer.name());
+        self.reporter.phase(self.step, Phase::BuildRequires, &detail);
         let c = self
             .cx
             .installer
@@ -232,6 +281,7 @@ fn run_values(spec: &BuildSpec, src: &Path, wheel_dir: &Path, overlay: &Path) ->
         overlay: overlay.display().to_string(),
         jobs: spec.jobs,
         inherited,
+        front_end: String::new(),
         compile_cache: None,
         inputs: Default::default(),
     }

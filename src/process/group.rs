@@ -196,8 +196,9 @@ fn start_time(pid: u32) -> Option<u64> {
     stat(pid)?.get(18).copied()
 }
 
-/// Every process whose group is `pgid`, with its stat fields.
-fn members(pgid: u32) -> Vec<(u32, Vec<u64>)> {
+/// Every process whose group is `pgid`, with its stat fields (`wait` sums their CPU time and
+/// resident memory).
+pub(super) fn members(pgid: u32) -> Vec<(u32, Vec<u64>)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };

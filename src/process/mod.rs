@@ -18,6 +18,7 @@ mod wait;
 
 pub use group::{INTERRUPTED_EXIT, interrupted};
 pub use log::{cause_lines, tail_lines};
+pub use wait::Usage;
 use wait::wait;
 
 use std::fmt;
@@ -107,6 +108,8 @@ pub struct Cmd {
     /// It puts something back (an uninstall after a failed install): it may start after an
     /// interrupt, when nothing else may.
     pub restoring: bool,
+    /// Where a logged run keeps the peak memory of its process group (sampled from `/proc`).
+    pub usage: Option<std::sync::Arc<Usage>>,
 }
 
 impl Cmd {
@@ -119,6 +122,7 @@ impl Cmd {
             limit: None,
             stall: None,
             restoring: false,
+            usage: None,
         }
     }
 
@@ -153,6 +157,13 @@ impl Cmd {
     /// [`Cmd::run_logged`] and [`Cmd::output_logged`]).
     pub fn stall(mut self, stall: Duration) -> Cmd {
         self.stall = Some(stall);
+        self
+    }
+
+    /// Samples the memory of the command's process group into `usage` while it runs (for
+    /// [`Cmd::run_logged`] and [`Cmd::output_logged`]).
+    pub fn measure(mut self, usage: std::sync::Arc<Usage>) -> Cmd {
+        self.usage = Some(usage);
         self
     }
 
@@ -253,7 +264,7 @@ impl Cmd {
             .and_then(|()| e.start())
             .map_err(|e| not_run(format!("could not start `{}`: {e}", self.program)))?;
         let stall = self.stall.map(|d| (d, log));
-        let (exit, out) = wait(&handle, self.limit, stall, self.restoring);
+        let (exit, out) = wait(&handle, self.limit, stall, self.restoring, self.usage.as_deref());
         let stdout = out.map(|o| secrets.mask(&String::from_utf8_lossy(&o.stdout)).into_owned());
         // Its output is in the log once the pipe is drained (a daemon it left holding the
         // pipe is not waited for).
@@ -275,7 +286,7 @@ impl Cmd {
             .stdout_capture()
             .stderr_capture()
             .start()?;
-        let (status, out) = wait(&handle, Some(timeout), None, self.restoring);
+        let (status, out) = wait(&handle, Some(timeout), None, self.restoring, None);
         let secrets = secrets::Secrets::of(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let text = |b: &[u8]| secrets.mask(&String::from_utf8_lossy(b)).into_owned();
         let timed_out = matches!(status, Exit::TimedOut(_));

@@ -2,19 +2,51 @@
 //! stall limit, which fires only when the program wrote nothing to its log and its whole
 //! process group used no CPU time (read from `/proc`) for that long: a compile that prints
 //! nothing for an hour but keeps a core busy is not stalled, a build blocked on a lock or a
-//! network read is. Either limit kills the whole process group.
+//! network read is. Either limit kills the whole process group. Asked to, it also samples the
+//! group's resident memory (the sum of its members' RSS from `/proc/PID/stat`, four times a
+//! second) and keeps the peak ([`Usage`]): what a build's compile jobs really took.
 //!
-//! Without a stall limit it does not poll: duct waits on `SIGCHLD`. With one it looks once a
-//! second (or four times per limit, for limits under four seconds). It deliberately ignores
-//! what the program is.
+//! Without a stall limit or a [`Usage`] it does not poll: duct waits on `SIGCHLD`. With a stall
+//! limit it looks once a second (or four times per limit, for limits under four seconds). It
+//! deliberately ignores what the program is; the summed RSS counts pages shared between members
+//! once per member, so it errs high.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Exit, group};
 
 /// How long a killed program gets to be reaped before kiln stops waiting for it.
 const REAP: Duration = Duration::from_secs(5);
+
+/// How often the group's memory is sampled.
+const SAMPLE: Duration = Duration::from_millis(250);
+
+/// What a program's process group took while kiln waited for it: the peak of its members'
+/// resident memory summed, in bytes. Shared between the waiting thread and whoever watches.
+#[derive(Debug, Default)]
+pub struct Usage {
+    peak: AtomicU64,
+    now: AtomicU64,
+}
+
+impl Usage {
+    /// The highest sample so far (0 before the first).
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// The latest sample.
+    pub fn current(&self) -> u64 {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    fn record(&self, rss: u64) {
+        self.now.store(rss, Ordering::Relaxed);
+        self.peak.fetch_max(rss, Ordering::Relaxed);
+    }
+}
 
 /// Marks the groups of `.0` as ended when dropped (however the wait ends).
 pub(super) struct Ended(pub Vec<u32>);
@@ -25,14 +57,30 @@ impl Drop for Ended {
     }
 }
 
+/// CPU time (clock ticks) and resident memory (bytes) of every process in the groups `pgids`.
+fn sample(pgids: &[u32]) -> (u64, u64) {
+    // SAFETY: sysconf has no preconditions.
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let (mut cpu, mut rss) = (0, 0);
+    for &g in pgids {
+        for (_, f) in group::members(g) {
+            // Index 0 is field 4 of /proc/PID/stat: utime..cstime are fields 14-17, rss 24.
+            cpu += f.get(10..14).map_or(0, |t| t.iter().sum::<u64>());
+            rss += f.get(20).copied().unwrap_or(0) * page;
+        }
+    }
+    (cpu, rss)
+}
+
 /// Waits for `handle`, killing its group once `limit` has passed or once the log given with
-/// `stall` and the group's CPU time have not moved for that long. `restoring`: see
-/// [`super::Cmd::restoring`].
+/// `stall` and the group's CPU time have not moved for that long; with `usage`, sampling the
+/// group's memory into it. `restoring`: see [`super::Cmd::restoring`].
 pub(super) fn wait<'h>(
     handle: &'h duct::Handle,
     limit: Option<Duration>,
     stall: Option<(Duration, &Path)>,
     restoring: bool,
+    usage: Option<&Usage>,
 ) -> (Exit, Option<&'h std::process::Output>) {
     let pids = handle.pids();
     group::started(&pids, restoring);
@@ -43,7 +91,7 @@ pub(super) fn wait<'h>(
         let _ = handle.wait_timeout(REAP);
         (exit, None)
     };
-    let Some((stall, log)) = stall else {
+    if stall.is_none() && usage.is_none() {
         let done = match limit {
             None => handle.wait().map(Some),
             Some(d) => handle.wait_timeout(d),
@@ -54,12 +102,20 @@ pub(super) fn wait<'h>(
             (Ok(None), None) => (Exit::NoStatus("lost the process".into()), None),
             (Err(e), _) => (Exit::NoStatus(format!("lost the process: {e}")), None),
         };
-    };
+    }
     let start = Instant::now();
-    let slice = (stall / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut slice = stall.map_or(SAMPLE, |(d, _)| {
+        (d / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    });
+    if usage.is_some() {
+        slice = slice.min(SAMPLE);
+    }
     let progress = || {
-        let size = std::fs::metadata(log).map_or(0, |m| m.len());
-        let cpu: u64 = pids.iter().map(|&p| group::cpu_ticks(p)).sum();
+        let size = stall.map_or(0, |(_, log)| std::fs::metadata(log).map_or(0, |m| m.len()));
+        let (cpu, rss) = sample(&pids);
+        if let Some(u) = usage {
+            u.record(rss);
+        }
         (size, cpu)
     };
     let mut seen = progress();
@@ -77,7 +133,7 @@ pub(super) fn wait<'h>(
         if now != seen {
             seen = now;
             moved = Instant::now();
-        } else if moved.elapsed() >= stall {
+        } else if let Some((stall, _)) = stall.filter(|(d, _)| moved.elapsed() >= *d) {
             return kill(Exit::Stalled(stall));
         }
     }

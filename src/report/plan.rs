@@ -35,6 +35,13 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
         for (k, v) in &st.env() {
             println!("       {k}={v}");
         }
+        if let Some((bytes, from)) = st
+            .build
+            .as_ref()
+            .and_then(|b| Some((b.memory_per_job?, b.memory_from.as_deref()?)))
+        {
+            println!("       memory per job: {} ({from})", crate::build::memory::human(bytes));
+        }
         for (k, v) in &st.runtime_env {
             println!("       at run time: {k}={v}");
         }

@@ -75,7 +75,10 @@ pub fn html(events: &[Event]) -> String {
             .unwrap_or_default();
         let mut segments: Vec<Segment> = Vec::new();
         for (i, e) in mine.iter().enumerate().filter(|(_, e)| e.kind == "phase") {
-            let to = mine[i + 1..].iter().find(|n| n.kind != "warning").map_or(end, |n| n.t);
+            let to = mine[i + 1..]
+                .iter()
+                .find(|n| matches!(n.kind.as_str(), "phase" | "finished"))
+                .map_or(end, |n| n.t);
             segments.push(Segment {
                 phase: e.phase.clone().unwrap_or_default(),
                 detail: e.detail.clone().unwrap_or_default(),
@@ -91,11 +94,15 @@ pub fn html(events: &[Event]) -> String {
             end - begin,
             escape(&cache)
         );
-        for w in mine.iter().filter(|e| e.kind == "warning") {
+        for w in mine
+            .iter()
+            .filter(|e| matches!(e.kind.as_str(), "warning" | "measured"))
+        {
             let _ = write!(
                 table,
-                "<tr><td>{}</td><td>warning</td><td>{:.2}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td></tr>",
                 escape(step),
+                w.kind,
                 w.t,
                 escape(w.detail.as_deref().unwrap_or_default())
             );
@@ -148,7 +155,7 @@ mod tests {
             phase: phase.map(str::to_string),
             detail: Some("<x>".into()),
             result: result.map(str::to_string),
-            compile_cache: None,
+            ..Event::default()
         }
     }
 

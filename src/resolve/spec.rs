@@ -2,7 +2,8 @@
 //! commands, its environment, its build requirements and its compile jobs — rendered once, by
 //! the plan, for this machine. `kiln plan` shows it and the build runs it as it is, filling in
 //! only what exists once the build runs: the source and wheel directories, the build
-//! requirements' overlay, and kiln's own `PATH` (behind the overlay's `bin`).
+//! requirements' overlay, kiln's own `PATH` (behind the overlay's `bin`), and where the build
+//! wrote kiln's PEP 517 front end (the default wheel command).
 //!
 //! The jobs are the plan's: the build scheduler starts a build once its planned jobs fit the
 //! CPUs and memory left (or nothing else runs), rather than handing it whatever is free. The
@@ -40,6 +41,9 @@ pub enum Piece {
     Inherited(String),
     /// The directory of the named build input (fetched before the build).
     Input(String),
+    /// kiln's PEP 517 front end, a script the build writes beside the source: it calls the
+    /// backend's `build_wheel` once, in the interpreter that runs it (no build isolation).
+    FrontEnd,
 }
 
 /// One argument or environment value: pieces joined.
@@ -54,6 +58,8 @@ pub struct RunValues {
     pub overlay: String,
     pub jobs: usize,
     pub inherited: BTreeMap<String, String>,
+    /// Where the build wrote kiln's PEP 517 front end.
+    pub front_end: String,
     /// The step's sccache server socket, and whether nvcc goes through it; `None`: this build
     /// runs without the compile cache (none asked for, or it cannot be used now).
     pub compile_cache: Option<(String, bool)>,
@@ -71,6 +77,7 @@ impl RunValues {
             overlay: "<build requirements>".into(),
             jobs,
             inherited: [("PATH".to_string(), "$PATH".to_string())].into(),
+            front_end: "<kiln's PEP 517 front end>".into(),
             compile_cache: Some(("<sccache socket>".into(), true)),
             inputs: BTreeMap::new(),
         }
@@ -115,6 +122,7 @@ impl Arg {
                     Some(dir) => out.push_str(dir),
                     None => out.push_str(&format!("<input {name}>")),
                 },
+                Piece::FrontEnd => out.push_str(&v.front_end),
             }
         }
         out
@@ -128,6 +136,9 @@ pub struct BuildSpec {
     pub jobs: usize,
     /// Memory one job takes, which the scheduler reserves for each.
     pub memory_per_job: Option<u64>,
+    /// Where that figure came from (the recipe, or a build measured on this machine), as the
+    /// plan shows it; `None` when there is no figure.
+    pub memory_from: Option<String>,
     /// PEP 508 requirements installed into the overlay before anything runs.
     pub requires: Vec<String>,
     /// A Cargo manifest (relative to the source) read with `cargo metadata` first.
@@ -225,6 +236,7 @@ impl BuildSpec {
         Ok(BuildSpec {
             jobs: vars.jobs,
             memory_per_job: build.memory_per_job,
+            memory_from: build.memory_per_job.map(|_| "the recipe's memory_per_job".to_string()),
             requires: build.requires.clone(),
             cargo_manifest: build.cargo_manifest.clone(),
             env,
@@ -260,26 +272,17 @@ impl BuildSpec {
     }
 }
 
-/// `{python} -m pip wheel -v --no-deps --no-build-isolation --no-input -w {wheel_dir} {src}`:
-/// `-v` keeps the build backend's output (the compiler command lines) in the step log.
+/// `{python} <kiln's PEP 517 front end> {wheel_dir} {src}`: the backend's `build_wheel` runs
+/// once (pip wheel asks for the metadata first, which runs a `setup.py` twice), with the build
+/// requirements and the environment's packages on the path as `--no-build-isolation` has them,
+/// and everything it prints (compiler lines, ninja's `[n/N]`) goes to the step log as it comes.
 fn default_wheel(python: &str) -> Vec<Arg> {
-    let mut argv: Vec<Arg> = [
-        python,
-        "-m",
-        "pip",
-        "wheel",
-        "-v",
-        "--no-deps",
-        "--no-build-isolation",
-        "--no-input",
-        "-w",
+    vec![
+        Arg::text(python),
+        Arg(vec![Piece::FrontEnd]),
+        Arg(vec![Piece::WheelDir]),
+        Arg(vec![Piece::Src]),
     ]
-    .iter()
-    .map(|s| Arg::text(s))
-    .collect();
-    argv.push(Arg(vec![Piece::WheelDir]));
-    argv.push(Arg(vec![Piece::Src]));
-    argv
 }
 
 /// Flattened into a step: `env` and `jobs` as they always were, and the commands it runs.
@@ -291,6 +294,10 @@ impl Serialize for BuildSpec {
             m.serialize_entry("env", &self.env_with(&shown))?;
         }
         m.serialize_entry("jobs", &self.jobs)?;
+        if let Some(bytes) = self.memory_per_job {
+            m.serialize_entry("memory_per_job", &bytes)?;
+            m.serialize_entry("memory_per_job_from", &self.memory_from)?;
+        }
         if let Some((backend, _)) = &self.compile_cache {
             m.serialize_entry("compile_cache", backend)?;
         }
@@ -372,6 +379,7 @@ mod tests {
             overlay: "/w/req".into(),
             jobs: 3,
             inherited: [("PATH".to_string(), "/usr/bin".to_string())].into(),
+            front_end: "/w/kiln_build_wheel.py".into(),
             compile_cache: None,
             inputs: BTreeMap::new(),
         };
@@ -385,19 +393,7 @@ mod tests {
         );
         assert_eq!(
             BuildSpec::argv(&spec.wheel, &run),
-            [
-                "/v/bin/python",
-                "-m",
-                "pip",
-                "wheel",
-                "-v",
-                "--no-deps",
-                "--no-build-isolation",
-                "--no-input",
-                "-w",
-                "/w/wheel",
-                "/w/src"
-            ]
+            ["/v/bin/python", "/w/kiln_build_wheel.py", "/w/wheel", "/w/src"]
         );
         let json = serde_json::to_value(&spec).unwrap();
         assert_eq!(json["env"]["MAX_JOBS"], "6");
@@ -405,7 +401,8 @@ mod tests {
         assert!(!shown.contains_key("SCCACHE_SERVER_UDS"));
         assert_eq!(json["jobs"], 6);
         assert_eq!(json["prepare"][0][2], "-j6");
-        assert_eq!(json["wheel_command"][9], "<wheel dir>");
+        assert_eq!(json["wheel_command"][1], "<kiln's PEP 517 front end>");
+        assert_eq!(json["wheel_command"][2], "<wheel dir>");
     }
 
     #[test]

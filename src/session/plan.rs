@@ -73,6 +73,8 @@ impl Session {
             },
         );
         self.flag_cuda_majors(&mut plan);
+        // A build measured on this machine says better than the recipe what a job takes.
+        crate::build::memory::apply(&mut plan, &settings.cache_dir, &self.machine, settings.jobs);
         if settings.offline {
             self.block_uncached(&mut plan, settings);
         }

@@ -31,8 +31,7 @@ impl Session {
             python: self.python.clone(),
             cache,
             logs: logs.clone(),
-            installer: Installer::detect()
-                .offline(settings.offline)
+            installer: Installer::for_cache(&settings.cache_dir, settings.offline)
                 .find_links(Some(crate::cache_dir::wheelhouse(&settings.cache_dir)).filter(|d| d.is_dir())),
             import_timeout: settings.import_timeout,
             facts: &self.facts,

@@ -47,6 +47,28 @@ fn wheelhouse() -> &'static Path {
     })
 }
 
+/// uv as kiln brings it (its pinned PyPI wheel, through kiln's own code), once per test run
+/// into `target/`.
+pub fn uv() -> &'static Path {
+    static UV: OnceLock<PathBuf> = OnceLock::new();
+    UV.get_or_init(|| {
+        let tools = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-tools");
+        kiln::build::install::UV
+            .ensure(&tools, false)
+            .unwrap_or_else(|e| panic!("cannot bring uv: {e}"))
+    })
+}
+
+/// Puts kiln's uv into `cache` as kiln would have brought it (a link to [`uv`]): tests install
+/// with uv as users do, without downloading it for every cache.
+pub fn give_uv(cache: &Path) {
+    let to = kiln::build::install::UV.cached_path(cache);
+    if std::fs::symlink_metadata(&to).is_err() {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(uv(), &to).unwrap();
+    }
+}
+
 /// A fresh virtualenv at `dir` with `wheel` installed.
 pub fn venv(dir: &Path) -> PathBuf {
     run_ok(StdCommand::new("python3").args(["-m", "venv"]).arg(dir));
@@ -126,6 +148,7 @@ impl World {
     }
 
     fn kiln_on(&self, recipes: &Path, python: &Path, cache: &Path) -> Command {
+        give_uv(cache);
         let mut c = kiln_bare();
         c.arg("--recipes")
             .arg(recipes)
