@@ -41,10 +41,7 @@ impl Session {
         let assessments = match crate::probe::python::probe(&self.python, &imports, settings.import_timeout) {
             Ok(facts) => self.assess(&facts, &scope),
             Err(e) => {
-                return Err(Conflict {
-                    because: vec![format!("cannot probe the environment again: {e}")],
-                    ways_out: Vec::new(),
-                });
+                return Err(Conflict::failed(format!("cannot probe the environment again: {e}")));
             }
         };
         Ok(self.plan_with(settings, &solution, &scope, &assessments))

@@ -123,6 +123,7 @@ impl<'a> Builder<'a> {
             spec: self.spec(d.version.as_deref().unwrap_or_default(), || {
                 d.spec.clone().unwrap_or_default()
             }),
+            meta: false,
         }
     }
 
@@ -216,6 +217,7 @@ impl<'a> Builder<'a> {
                 let edge = Edge {
                     dep,
                     spec: self.spec("", VersionSpecifiers::empty),
+                    meta: false,
                 };
                 root.push(edge);
             }
@@ -224,6 +226,7 @@ impl<'a> Builder<'a> {
             let edge = Edge {
                 dep: self.id(name),
                 spec: self.spec(&spec.to_string(), || spec.clone()),
+                meta: false,
             };
             root.push(edge);
             self.w
@@ -278,6 +281,7 @@ impl<'a> Builder<'a> {
                     deps.push(Edge {
                         dep: self.id(comp),
                         spec: self.spec(&spec.to_string(), || spec.clone()),
+                        meta: true,
                     });
                 }
                 self.w.versions.push(v.clone());
@@ -298,7 +302,11 @@ impl<'a> Builder<'a> {
                     .insert(r.name.clone(), format!("{name} {v} is installed and adopted"));
                 self.spec(&format!("=={v}"), || VersionSpecifier::equals_version(v.clone()).into())
             };
-            root = Some(Edge { dep: me, spec });
+            root = Some(Edge {
+                dep: me,
+                spec,
+                meta: false,
+            });
         }
         if !self.w.adopted.contains_key(name) {
             self.versions(r, features, start);
