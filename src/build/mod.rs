@@ -29,6 +29,7 @@ pub mod journal;
 pub mod locks;
 pub mod owned;
 mod queue;
+mod replace;
 pub mod schedule;
 pub mod source;
 mod step;

@@ -5,6 +5,7 @@
 
 pub mod backends;
 pub mod jit;
+pub mod owners;
 pub mod plan;
 pub mod solve;
 pub mod spec;

@@ -36,10 +36,10 @@ pub struct Evidence<'a> {
     pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
 }
 
-/// Whether `r`'s distribution is installed and every import its recipe names ran.
+/// Whether `r` is installed (under any of its names, see [`super::owners`]) and every import its
+/// recipe names ran.
 pub fn installed_and_imports(r: &Recipe, py: &PythonFacts) -> bool {
-    let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
-    py.dists.contains_key(&normalize(&dist)) && r.imports.iter().all(|m| py.imports.get(m).is_some_and(|i| i.ok))
+    super::owners::provider(r, py).is_some() && r.imports.iter().all(|m| py.imports.get(m).is_some_and(|i| i.ok))
 }
 
 /// What kiln can say about a component.
@@ -106,6 +106,13 @@ pub struct Assessment {
     pub imports: Vec<ImportCheck>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<FeatureReport>,
+    /// The distribution judged, when it is not the recipe's own (a former name, or the owner of
+    /// one of its import packages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub installed_as: Option<super::owners::OtherDist>,
+    /// Other distributions with files in the import packages it owns alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sharing: Vec<super::owners::OtherDist>,
 }
 
 /// A version constraint a dependent puts on a component.
@@ -204,6 +211,8 @@ fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
             .map(|h| h.display().to_string()),
         imports: Vec::new(),
         features: Vec::new(),
+        installed_as: None,
+        sharing: Vec::new(),
     }
 }
 
@@ -304,7 +313,8 @@ fn short(path: &str) -> String {
 fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Assessment {
     let py = ev.python;
     let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
-    let dist = py.dists.get(&normalize(&dist_name));
+    let found = super::owners::found(r, py);
+    let dist = found.first().map(|f| f.dist);
     let imports = checks(&r.imports, py);
     let want = r.version.as_ref().map(|v| v.to_string());
     let mut a = Assessment {
@@ -316,6 +326,8 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         location: dist.and_then(|d| d.location.clone()),
         imports: Vec::new(),
         features: Vec::new(),
+        installed_as: None,
+        sharing: Vec::new(),
     };
     let python_ok = match (&r.requires.python_spec, Version::from_str(&py.python.version)) {
         (Some(spec), Ok(v)) => spec.contains(&v),
@@ -354,6 +366,13 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         return a;
     };
     a.imports = imports;
+    let (installed_as, sharing) = super::owners::reported(r, &found);
+    // Evidence names the distribution judged, as installed.
+    let dist_name = if installed_as.is_some() {
+        dist.name.clone()
+    } else {
+        dist_name
+    };
     let version = Version::from_str(&dist.version).ok();
     let mut outdated = Vec::new();
     match &version {
@@ -369,7 +388,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
             }
         }
     }
-    let arch = arch_check(ev.binaries.get(&normalize(&dist_name)), ev);
+    let arch = arch_check(ev.binaries.get(&normalize(&dist.name)), ev);
     let jit = super::jit::verdict(r, ev);
     let stale: Vec<String> = match &dist.kiln {
         None => Vec::new(),
@@ -444,6 +463,13 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
             };
         }
     }
+    super::owners::judge(
+        &mut a,
+        r,
+        installed_as,
+        sharing,
+        arch.as_ref().map(|(_, why)| why.as_str()),
+    );
     for (fname, f) in &r.features {
         let c = checks(&f.imports, py);
         let (status, evidence) = match failed_imports(&c) {

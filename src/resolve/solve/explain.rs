@@ -18,16 +18,21 @@ use crate::recipe::RecipeSet;
 
 pub(super) type Tree = DerivationTree<Id, Cands, String>;
 
-/// The line for an installed component that kiln keeps: it names no flag, since whether
-/// allowing the replacement helps is for a second solve to say.
-fn adopted_line(p: &str, v: &pep440_rs::Version) -> String {
-    format!("{p} {v} is installed and adopted: kiln keeps an installed component unless it may replace it")
+/// The line for an installed component that kiln keeps (under which distribution, when not its
+/// own): it names no flag, since whether allowing the replacement helps is for a second solve
+/// to say.
+fn adopted_line(world: &World<'_>, p: &str, v: &pep440_rs::Version) -> String {
+    let dist = match world.installed_as.get(p) {
+        Some(d) => format!(" (as {d})"),
+        None => String::new(),
+    };
+    format!("{p} {v} is installed{dist} and adopted: kiln keeps an installed component unless it may replace it")
 }
 
 /// Why no candidate of `p` is acceptable: it is adopted, or none of the known versions fits.
 fn why_none(world: &World<'_>, p: &str, wanted: &str) -> String {
     match world.adopted.get(p) {
-        Some(v) => adopted_line(p, v),
+        Some(v) => adopted_line(world, p, v),
         None => {
             let offered: Vec<String> = world.candidates_of(p).iter().map(|v| v.to_string()).collect();
             let known = if offered.is_empty() {
@@ -99,7 +104,7 @@ pub(super) fn because(c: &Compiled, tree: &Tree) -> Vec<String> {
             External::FromDependencyOf(p, _, d, _) if p == ROOT_ID => {
                 let d = c.name(d);
                 push(match world.adopted.get(d) {
-                    Some(v) => adopted_line(d, v),
+                    Some(v) => adopted_line(world, d, v),
                     None => world
                         .root_reasons
                         .get(d)

@@ -163,11 +163,10 @@ fn smallest(set: &RecipeSet, py: &PythonFacts, req: &Request, mut ch: Change) ->
     (ch, chosen)
 }
 
-/// Whether component `name` is installed (its distribution is).
+/// Whether component `name` is installed (under any of its names).
 fn installed(set: &RecipeSet, py: &PythonFacts, name: &str) -> bool {
     set.get(name)
-        .and_then(|r| r.dist.as_deref())
-        .is_some_and(|d| py.dists.contains_key(&crate::probe::normalize(d)))
+        .is_some_and(|r| crate::resolve::owners::provider(r, py).is_some())
 }
 
 /// The way out that `ch` is, with what kiln then chooses.

@@ -76,6 +76,8 @@ pub(super) struct World<'a> {
     pub root_reasons: BTreeMap<String, String>,
     /// Installed components that must keep their version.
     pub adopted: BTreeMap<String, Version>,
+    /// Installed components whose distribution is not their own (a former name), by component.
+    pub installed_as: BTreeMap<String, String>,
     /// Position in dependency order (dependencies first), per package. Deciding dependents
     /// before their dependencies means every cap on a component is known before its version is
     /// chosen, which spares most backtracking.
