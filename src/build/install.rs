@@ -221,6 +221,11 @@ impl Backup {
         self.files.len()
     }
 
+    /// The distribution (or distributions, "a and b") whose files these are.
+    pub fn dist(&self) -> &str {
+        &self.dist
+    }
+
     /// This backup and `other` as one: a step that replaces two distributions (a component and
     /// its former name) puts both back.
     pub fn join(mut self, other: Backup) -> Backup {

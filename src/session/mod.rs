@@ -51,11 +51,22 @@ pub enum SessionError {
     Lock(String),
 }
 
-/// Who owns the import packages the components in `scope` own alone (read from `RECORD`s on
-/// every run: a directory listing when nobody installed them), and the binaries of an owner the
-/// probe did not scan (a distribution of another name with files in them).
-fn owned_packages(set: &RecipeSet, scope: &[(String, Vec<String>)], probed: &mut probe::cache::Probed) {
-    probe::owners::fill(&mut probed.facts, &import_packages(set, scope));
+/// Who owns the import packages the components in `scope` own alone (read from `RECORD`s, kept
+/// in the cache while site-packages is unchanged; `--refresh` reads them again), and the
+/// binaries of an owner the probe did not scan (a distribution of another name with files in
+/// them).
+fn owned_packages(
+    settings: &Settings,
+    set: &RecipeSet,
+    scope: &[(String, Vec<String>)],
+    probed: &mut probe::cache::Probed,
+) {
+    let packages = import_packages(set, scope);
+    if settings.refresh {
+        probe::owners::fill(&mut probed.facts, &packages);
+    } else {
+        probe::owners::fill_cached(&mut probed.facts, &packages, &settings.cache_dir);
+    }
     for owner in probed.facts.owners.values().flatten() {
         if !probed.binaries.contains_key(owner)
             && let Some(d) = probed.facts.dists.get(owner)
@@ -118,7 +129,7 @@ impl Session {
         };
         let scope = set.closure(&wanted);
         let mut found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
-        owned_packages(&set, &scope, &mut found.probed);
+        owned_packages(settings, &set, &scope, &mut found.probed);
         let jit = jit::prove(settings, &set, &python, &machine, &archs, &scope, &found.probed.facts);
         let mut s = Session {
             set,

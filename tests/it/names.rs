@@ -82,13 +82,47 @@ fn a_component_under_its_former_name_is_reported_as_what_it_is_and_replaced_or_p
         Ok("0.3.21".to_string())
     );
 
-    // The install that works leaves one distribution in sgl_kernel/: the new one, without the
-    // old one's files.
+    // A kiln killed (-9) after the new one went in and before it finished: the next kiln puts
+    // sgl-kernel back from the journal.
     w.edit(
         init,
         "raise ImportError('sglang-kernel fixture broken on purpose')",
         good,
     );
+    let paused = w.dir.path().join("paused");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kiln"))
+        .arg("--recipes")
+        .arg(w.dir.path().join("fixtures/former-recipes"))
+        .arg("--python")
+        .arg(&w.python)
+        .arg("--cache-dir")
+        .arg(&w.cache)
+        .args(["--no-progress", "install", "sglang-kernel"])
+        .env("KILN_TEST_PAUSE_AT", format!("record:{}", paused.display()))
+        .env_remove("VIRTUAL_ENV")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !paused.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "kiln ended before it recorded");
+        assert!(start.elapsed().as_secs() < 180, "kiln never reached the record step");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(owners(&w), ["sglang-kernel 0.4.10"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = kiln(&w).args(["doctor", "sglang-kernel"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("rolled back") && err.contains("the previous sgl-kernel restored"),
+        "{err}"
+    );
+    assert_eq!(owners(&w), ["sgl-kernel 0.3.21"]);
+
+    // The install that works leaves one distribution in sgl_kernel/: the new one, without the
+    // old one's files.
     let out = kiln(&w).args(["install", "sglang-kernel"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(owners(&w), ["sglang-kernel 0.4.10"]);
