@@ -18,6 +18,7 @@ use super::failure::{BuildFailure, Restored, StepError, WheelFate};
 use super::install::Backup;
 use super::journal;
 use super::owned::{self, Added, Content, listed_with};
+use super::replace;
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
 use super::{Context, Phase, Reporter, source, wheels};
 use crate::probe::normalize;
@@ -53,7 +54,9 @@ pub(super) fn commit(
     let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
     let installed = cx.facts.dists.get(&normalize(&dist));
     let backup_dir = p.work.join("backup");
-    let backup = Backup::take(installed, &backup_dir).map_err(|e| fail(Phase::Install, e.into()))?;
+    // What the component replaces under other names goes out first, backed up with it.
+    let replaced = replace::replaced(r, cx.facts);
+    let backup = replace::back_up(installed, &replaced, &backup_dir).map_err(|e| fail(Phase::Install, e.into()))?;
     // Written before site-packages changes: a kiln killed from here on is put back by the next.
     let uninstall = cx.installer.uninstall(&cx.python, &dist).restoring();
     let mut journal = journal::Open::begin(
@@ -73,14 +76,16 @@ pub(super) fn commit(
     })?;
     reporter.phase(step, Phase::Install, &format!("{} ({})", dist, cx.installer.name()));
     let mut runtime: Option<Added> = None;
-    let facts = match install_and_verify(step, r, plan, cx, &p, &mut runtime, reporter).and_then(|facts| {
-        journal.done().map(|()| facts).map_err(|e| {
-            (
-                fail(Phase::Verify, StepError::io("cannot write the install journal")(e)),
-                None,
-            )
-        })
-    }) {
+    let facts = match replace::remove(step, cx, &replaced)
+        .and_then(|()| install_and_verify(step, r, plan, cx, &p, &mut runtime, reporter))
+        .and_then(|facts| {
+            journal.done().map(|()| facts).map_err(|e| {
+                (
+                    fail(Phase::Verify, StepError::io("cannot write the install journal")(e)),
+                    None,
+                )
+            })
+        }) {
         Ok(facts) => facts,
         Err((mut f, fault)) => {
             reporter.phase(step, Phase::Restore, "putting the environment back");
@@ -95,7 +100,11 @@ pub(super) fn commit(
             if let Some(own) = &own {
                 let _ = cx.installer.uninstall(&cx.python, own).restoring().run_logged(&log);
             }
-            f.restored = put_back(own.as_deref().unwrap_or(&dist), backup.as_ref(), &log);
+            let restored = match replaced.as_slice() {
+                [] => own.as_deref().unwrap_or(&dist).to_string(),
+                _ => replace::names(installed, &replaced),
+            };
+            f.restored = put_back(&restored, backup.as_ref(), &log);
             if !matches!(f.restored, Restored::Failed { .. }) {
                 journal.close();
             }
@@ -132,7 +141,7 @@ fn wheel_dist(p: &Prepared) -> Option<String> {
 
 /// A failed install or verification, and (for a verification) what went wrong as [`blame`]
 /// sees it.
-type Failed = (BuildFailure, Option<Box<Fault>>);
+pub(super) type Failed = (BuildFailure, Option<Box<Fault>>);
 
 /// Installs the wheel (its runtime dependencies after it, where the recipe says so), proves it
 /// and records it.

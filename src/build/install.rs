@@ -290,6 +290,19 @@ impl Backup {
         self.files.len()
     }
 
+    /// The distribution (or distributions, "a and b") whose files these are.
+    pub fn dist(&self) -> &str {
+        &self.dist
+    }
+
+    /// This backup and `other` as one: a step that replaces two distributions (a component and
+    /// its former name) puts both back.
+    pub fn join(mut self, other: Backup) -> Backup {
+        self.dist = format!("{} and {}", self.dist, other.dist);
+        self.files.extend(other.files);
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
     }

@@ -155,10 +155,16 @@ impl std::fmt::Display for Recovered {
         )?;
         match (&self.result, e.state, &e.backup) {
             (Ok(_), State::Done, _) => write!(f, "it had verified and recorded it: finished"),
-            (Ok(n), State::Installing, Some(_)) => write!(
+            (Ok(n), State::Installing, Some(b)) => write!(
                 f,
                 "rolled back: the unverified install was removed and the previous {} restored ({n} files)",
-                e.dist
+                // What the backup holds: the step's distribution, or what the step replaced
+                // (a former name of the component) with it.
+                if crate::probe::normalize(b.dist()) == crate::probe::normalize(&e.dist) {
+                    &e.dist
+                } else {
+                    b.dist()
+                }
             ),
             (Ok(_), State::Installing, None) => write!(
                 f,

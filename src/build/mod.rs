@@ -33,6 +33,7 @@ pub mod owned;
 pub mod prebuilt;
 pub mod progress;
 mod queue;
+mod replace;
 pub mod sandbox;
 pub mod schedule;
 pub mod source;

@@ -134,9 +134,14 @@ fn exit(ok: bool) -> ExitCode {
     if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
-/// Reports a version conflict (JSON or text) and turns it into exit status 1.
+/// Reports a version conflict (JSON or text), each way out as the user's own command line
+/// changed to take it, and turns it into exit status 1.
 fn conflict(s: &Settings, c: &Conflict) -> Failure {
-    report::conflict(c, s.json);
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    report::conflict(&c.clone().for_command("kiln", &args), s.json);
     Failure::Reported
 }
 

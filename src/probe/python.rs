@@ -130,6 +130,10 @@ pub struct PythonFacts {
     pub imports: BTreeMap<String, ImportResult>,
     /// Present when torch was imported by the probe.
     pub torch: Option<TorchFacts>,
+    /// For the import packages asked about ([`super::owners::fill`]), the normalized names of
+    /// the distributions whose `RECORD` lists files in them; filled after the probe, never by it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub owners: BTreeMap<String, Vec<String>>,
 }
 
 impl PythonFacts {
@@ -149,6 +153,7 @@ impl PythonFacts {
             dists: BTreeMap::new(),
             imports: BTreeMap::new(),
             torch: None,
+            owners: BTreeMap::new(),
         }
     }
 
@@ -231,6 +236,7 @@ pub fn probe(python: &Path, imports: &[String], per_import: Duration) -> Result<
                     dists: raw.dists.into_iter().map(|d| (normalize(&d.name), d)).collect(),
                     imports: results,
                     torch: raw.torch,
+                    owners: BTreeMap::new(),
                 });
             }
             (None, None) => {

@@ -270,6 +270,15 @@ pub struct Recipe {
     /// The Python distribution it installs, as written (`None` for the CUDA toolkit); a valid
     /// PEP 508 name, see [`Recipe::dist_name`].
     pub dist: Option<String>,
+    /// Distribution names the component was published under before (`sgl-kernel` for
+    /// `sglang-kernel`), as written; an installed one counts as the component installed under
+    /// that name, and installing the component replaces it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub former: Vec<String>,
+    /// Top-level import packages the component owns alone (`sgl_kernel`): any other
+    /// distribution with files in one is reported, and replaced by an install.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub import_packages: Vec<String>,
     pub kind: Kind,
     /// What kiln installs when it must install or build.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -73,8 +73,9 @@ struct Errors<'a> {
     errors: &'a [Diagnostic],
 }
 
-/// No set of versions fits: the reasons and the ways out (stderr; with `as_json` also the
-/// conflict on stdout).
+/// No set of versions fits: the reasons, the ways out a second solve proved (each with the
+/// command that takes it, when [`Conflict::for_command`] made one), or what was solved again in
+/// vain (stderr; with `as_json` also the conflict on stdout).
 pub fn conflict(c: &Conflict, as_json: bool) {
     #[derive(Serialize)]
     struct Doc<'a> {
@@ -87,13 +88,30 @@ pub fn conflict(c: &Conflict, as_json: bool) {
     for l in &c.because {
         eprintln!("  - {l}");
     }
-    if c.ways_out.is_empty() {
-        eprintln!("\nkiln knows no way out: change a recipe or a pin");
-    } else {
-        eprintln!("\nways out:");
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    if !c.ways_out.is_empty() {
+        eprintln!("\nways out (each checked by solving again):");
         for w in &c.ways_out {
-            eprintln!("  - {w}");
+            eprintln!("  - {}", w.says);
+            if let Some(cmd) = &w.command {
+                eprintln!("      {cmd}");
+            }
         }
+    } else if c.tried.is_empty() {
+        eprintln!(
+            "\nno way out kiln can check: no installed component it keeps and no pin of yours takes part; the recipes' own constraints disagree"
+        );
+    } else {
+        eprintln!(
+            "\nno way out: kiln solved again {} and found no solution either; change a recipe",
+            c.tried
+                .iter()
+                .map(|t| format!("with {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
 }
 

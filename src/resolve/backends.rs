@@ -141,6 +141,8 @@ mod tests {
             location: None,
             imports: Vec::new(),
             features: Vec::new(),
+            installed_as: None,
+            sharing: Vec::new(),
         }
     }
 

@@ -7,6 +7,7 @@ pub mod backends;
 pub mod driver;
 pub mod jit;
 pub mod kernels;
+pub mod owners;
 pub mod plan;
 pub mod solve;
 pub mod spec;

@@ -313,11 +313,20 @@ fn change(
 /// Why a step changes what is installed.
 fn change_reason(a: &Assessment, chosen: Option<&str>, replaces: bool, abi_changed: &[&str]) -> String {
     match a.status {
-        _ if replaces => format!(
-            "replace {} with {}",
-            a.version.as_deref().unwrap_or("?"),
-            chosen.unwrap_or("?")
-        ),
+        _ if replaces => match &a.installed_as {
+            // Installed under another name: that distribution goes, the component's comes.
+            Some(other) => format!(
+                "replace {} with {} {}",
+                other.describe(&a.name),
+                a.name,
+                chosen.unwrap_or("?")
+            ),
+            None => format!(
+                "replace {} with {}",
+                a.version.as_deref().unwrap_or("?"),
+                chosen.unwrap_or("?")
+            ),
+        },
         Status::Ok => format!(
             "built against {}, which this plan replaces (abi = true)",
             abi_changed.join(", ")

@@ -40,13 +40,13 @@ pub struct Evidence<'a> {
     pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
 }
 
-/// Whether `r`'s distribution is installed and every import its recipe names ran.
+/// Whether `r` is installed (under any of its names, see [`super::owners`]) and every import its
+/// recipe names ran.
 pub fn installed_and_imports(r: &Recipe, py: &PythonFacts) -> bool {
-    let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
-    let Some(d) = py.dists.get(&normalize(&dist)) else {
+    let Some(d) = super::owners::provider(r, py) else {
         return false;
     };
-    let version = d.version.split('+').next().and_then(|v| v.parse().ok());
+    let version = d.dist.version.split('+').next().and_then(|v| v.parse().ok());
     r.imports_of(version.as_ref())
         .iter()
         .all(|m| py.imports.get(m).is_some_and(|i| i.ok))
@@ -116,6 +116,13 @@ pub struct Assessment {
     pub imports: Vec<ImportCheck>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<FeatureReport>,
+    /// The distribution judged, when it is not the recipe's own (a former name, or the owner of
+    /// one of its import packages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub installed_as: Option<super::owners::OtherDist>,
+    /// Other distributions with files in the import packages it owns alone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sharing: Vec<super::owners::OtherDist>,
 }
 
 /// A version constraint a dependent puts on a component.
@@ -214,6 +221,8 @@ fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
             .map(|h| h.display().to_string()),
         imports: Vec::new(),
         features: Vec::new(),
+        installed_as: None,
+        sharing: Vec::new(),
     }
 }
 
@@ -310,7 +319,8 @@ fn driver_check(
 fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Assessment {
     let py = ev.python;
     let dist_name = r.dist.clone().unwrap_or_else(|| r.name.clone());
-    let dist = py.dists.get(&normalize(&dist_name));
+    let found = super::owners::found(r, py);
+    let dist = found.first().map(|f| f.dist);
     // The imports of the installed version (a release may name its extensions otherwise).
     let installed = dist.and_then(|d| d.version.split('+').next()?.parse().ok());
     let imports = checks(r.imports_of(installed.as_ref()), py);
@@ -324,6 +334,8 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         location: dist.and_then(|d| d.location.clone()),
         imports: Vec::new(),
         features: Vec::new(),
+        installed_as: None,
+        sharing: Vec::new(),
     };
     let python_ok = match (&r.requires.python_spec, Version::from_str(&py.python.version)) {
         (Some(spec), Ok(v)) => spec.contains(&v),
@@ -362,6 +374,13 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         return a;
     };
     a.imports = imports;
+    let (installed_as, sharing) = super::owners::reported(r, &found);
+    // Evidence names the distribution judged, as installed.
+    let dist_name = if installed_as.is_some() {
+        dist.name.clone()
+    } else {
+        dist_name
+    };
     let version = Version::from_str(&dist.version).ok();
     let mut outdated = Vec::new();
     match &version {
@@ -377,7 +396,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
             }
         }
     }
-    let bins = ev.binaries.get(&normalize(&dist_name));
+    let bins = ev.binaries.get(&normalize(&dist.name));
     let arch = arch_check(r, dist, bins, ev);
     let driver = driver_check(dist, bins, ev);
     let jit = super::jit::verdict(r, ev);
@@ -460,6 +479,8 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
             };
         }
     }
+    let arch_evidence = arch.as_ref().map(|c| c.evidence());
+    super::owners::judge(&mut a, r, installed_as, sharing, arch_evidence.as_deref());
     for (fname, f) in &r.features {
         let c = checks(&f.imports, py);
         let (status, evidence) = match failed_imports(&c) {

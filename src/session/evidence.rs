@@ -32,9 +32,12 @@ pub(super) fn gather(
     scope: &[(String, Vec<String>)],
 ) -> Result<Found, SessionError> {
     let imports = resolve::status::imports_for(set, scope);
+    // Each component's own distribution and its former names (a renamed package installed under
+    // its old name is judged by its binaries too).
     let dists: Vec<String> = scope
         .iter()
-        .filter_map(|(name, _)| set.get(name).and_then(|r| r.dist.as_deref()).map(probe::normalize))
+        .filter_map(|(name, _)| set.get(name))
+        .flat_map(resolve::owners::names)
         .collect();
     let timeout = settings.import_timeout;
     // Smoke tests run only where a GPU of a target arch is present; which ones, their

@@ -52,6 +52,40 @@ pub enum SessionError {
     Lock(String),
 }
 
+/// Who owns the import packages the components in `scope` own alone (read from `RECORD`s, kept
+/// in the cache while site-packages is unchanged; `--refresh` reads them again), and the
+/// binaries of an owner the probe did not scan (a distribution of another name with files in
+/// them).
+fn owned_packages(
+    settings: &Settings,
+    set: &RecipeSet,
+    scope: &[(String, Vec<String>)],
+    probed: &mut probe::cache::Probed,
+) {
+    let packages = import_packages(set, scope);
+    if settings.refresh {
+        probe::owners::fill(&mut probed.facts, &packages);
+    } else {
+        probe::owners::fill_cached(&mut probed.facts, &packages, &settings.cache_dir);
+    }
+    for owner in probed.facts.owners.values().flatten() {
+        if !probed.binaries.contains_key(owner)
+            && let Some(d) = probed.facts.dists.get(owner)
+        {
+            probed.binaries.insert(owner.clone(), probe::binaries::scan(d));
+        }
+    }
+}
+
+/// The import packages the components in `scope` own alone.
+fn import_packages(set: &RecipeSet, scope: &[(String, Vec<String>)]) -> Vec<String> {
+    scope
+        .iter()
+        .filter_map(|(n, _)| set.get(n))
+        .flat_map(|r| r.import_packages.iter().cloned())
+        .collect()
+}
+
 /// Everything a status-or-plan command needs, probed once.
 pub struct Session {
     pub set: RecipeSet,
@@ -95,7 +129,8 @@ impl Session {
             None => (machine.gpu_archs(), format!("GPUs ({})", machine.gpu_source)),
         };
         let scope = set.closure(&wanted);
-        let found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
+        let mut found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
+        owned_packages(settings, &set, &scope, &mut found.probed);
         let jit = jit::prove(settings, &set, &python, &machine, &archs, &scope, &found.probed.facts);
         let mut s = Session {
             set,
@@ -123,10 +158,10 @@ impl Session {
         Ok(s)
     }
 
-    /// The installed distribution of component `name`, if any.
+    /// The installed distribution of component `name`, if any: its own, else one under a former
+    /// name or owning its import package ([`resolve::owners`]).
     pub fn installed(&self, name: &str) -> Option<&python::Dist> {
-        let dist = self.set.get(name)?.dist.as_deref()?;
-        self.facts.dists.get(&probe::normalize(dist))
+        resolve::owners::provider(self.set.get(name)?, &self.facts).map(|f| f.dist)
     }
 
     /// Verdicts for the runtime backends of the consumers in scope.

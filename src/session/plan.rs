@@ -39,12 +39,12 @@ impl Session {
         // Prove the extra components too (a rare path: no cache).
         let imports = resolve::status::imports_for(&self.set, &scope);
         let assessments = match crate::probe::python::probe(&self.python, &imports, settings.import_timeout) {
-            Ok(facts) => self.assess(&facts, &scope),
+            Ok(mut facts) => {
+                crate::probe::owners::fill(&mut facts, &super::import_packages(&self.set, &scope));
+                self.assess(&facts, &scope)
+            }
             Err(e) => {
-                return Err(Conflict {
-                    because: vec![format!("cannot probe the environment again: {e}")],
-                    ways_out: Vec::new(),
-                });
+                return Err(Conflict::failed(format!("cannot probe the environment again: {e}")));
             }
         };
         Ok(self.plan_with(settings, &solution, &scope, &assessments))

@@ -15,6 +15,7 @@ mod integrity;
 mod jit;
 mod layers;
 mod lock;
+mod names;
 mod overhead;
 mod prebuilt;
 mod recipe_facts;

@@ -86,7 +86,10 @@ fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_ado
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    insta::assert_snapshot!("newest_vllm_and_sglang_pin_two_flashinfers", text(&out.stderr));
+    insta::assert_snapshot!(
+        "newest_vllm_and_sglang_pin_two_flashinfers",
+        w.redact(&text(&out.stderr))
+    );
 
     // torch 2.11.0 installed: adopted, so SGLang and vLLM take the versions built for it.
     stand_in(&w.python, w.dir.path(), "torch", "2.11.0+cu130", "torch", &[]);
@@ -104,7 +107,7 @@ fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_ado
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    insta::assert_snapshot!("sglang_0_5_23_with_adopted_torch", text(&out.stderr));
+    insta::assert_snapshot!("sglang_0_5_23_with_adopted_torch", w.redact(&text(&out.stderr)));
 
     // Allowing the replacement gives one consistent plan with torch 2.14.1.
     let v = stdout_json(&plan(&["--allow-replace", "torch", "sglang==0.5.23"]));
@@ -145,7 +148,7 @@ fn a_user_pin_that_conflicts_with_an_installed_wheels_requires_dist_is_explained
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    insta::assert_snapshot!("pin_against_installed_requires_dist", text(&out.stderr));
+    insta::assert_snapshot!("pin_against_installed_requires_dist", w.redact(&text(&out.stderr)));
     let out = real(&w)
         .args(["plan", "--json", "--arch", "12.0", "torch==2.11.0"])
         .output()
@@ -289,4 +292,122 @@ fn versioned_recipes_still_report_unknown_dependencies_and_cycles() {
     insta::assert_snapshot!("versioned_cycle", errors());
     std::fs::write(dir.join("b.toml"), r("b", "nope")).unwrap();
     insta::assert_snapshot!("versioned_unknown_dependency", errors());
+}
+
+/// The lines of `kiln plan`'s conflict on stderr that start with `  - ` (reasons and ways out).
+fn bullets(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter_map(|l| l.strip_prefix("  - ")).collect()
+}
+
+/// The first way out's command, run as the user would (its words split where the shell would:
+/// the test's paths hold no spaces or quotes).
+fn take_way_out(v: &serde_json::Value) -> std::process::Output {
+    let cmd = v["conflict"]["ways_out"][0]["command"].as_str().unwrap();
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(words[0], "kiln", "{cmd}");
+    let mut c = crate::common::kiln_bare();
+    c.env("KILN_CUDA_VERSION", "13.0");
+    c.args(&words[1..]).output().unwrap()
+}
+
+#[test]
+fn a_conflict_over_an_installed_torch_and_flashinfer_is_explained_per_version_with_a_way_out_that_works() {
+    // The environment: flashinfer 0.7.4 over torch 2.15.0 (stand-ins with real metadata).
+    let w = World::new();
+    stand_in(&w.python, w.dir.path(), "torch", "2.15.0+cu132", "torch", &[]);
+    stand_in(
+        &w.python,
+        w.dir.path(),
+        "flashinfer-python",
+        "0.7.4",
+        "flashinfer",
+        &["torch", "nvidia-cutlass-dsl>=4.8.0"],
+    );
+    let plan = |args: &[&str]| real(&w).arg("plan").args(args).output().unwrap();
+    // What each SGLang version pins, as its recipe says (no version is lumped with another).
+    let set = kiln::recipe::RecipeSet::embedded().unwrap();
+    let sglang = set.get("sglang").unwrap();
+    let pin = |v: &str, dep: &str| {
+        let e = sglang.versions.iter().find(|e| e.version.to_string() == v).unwrap();
+        let d = e.depends.iter().find(|d| d.name == dep).unwrap();
+        format!("sglang {v} needs {dep} {}", d.version.as_deref().unwrap())
+    };
+
+    let out = plan(&["--arch", "12.0", "sglang"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = w.redact(&text(&out.stderr));
+    let lines = bullets(&err);
+    assert!(lines.contains(&pin("0.5.23", "torch").as_str()), "{err}");
+    assert!(lines.contains(&pin("0.5.11", "torch").as_str()), "{err}");
+    assert!(!err.contains(" or 0.5.11"), "{err}");
+    assert!(!err.contains("no way out"), "{err}");
+    insta::assert_snapshot!("sglang_over_torch_2_15_and_flashinfer_0_7_4", err);
+    // The way out lets both move; taking it gives a plan.
+    let v = stdout_json(&plan(&["--json", "--arch", "12.0", "sglang"]));
+    assert_eq!(
+        v["conflict"]["ways_out"][0]["allow_replace"],
+        serde_json::json!(["flashinfer", "torch"])
+    );
+    let taken = take_way_out(&v);
+    assert!(taken.status.success(), "{}", text(&taken.stderr));
+
+    // The user allowed torch: the way out keeps that flag and every other one.
+    let args = ["--arch", "12.0", "--allow-replace", "torch", "sglang"];
+    let out = plan(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let err = w.redact(&text(&out.stderr));
+    assert!(bullets(&err).contains(&pin("0.5.23", "flashinfer").as_str()), "{err}");
+    assert!(bullets(&err).contains(&pin("0.5.11", "flashinfer").as_str()), "{err}");
+    insta::assert_snapshot!("sglang_with_torch_allowed_over_flashinfer_0_7_4", err);
+    let v = stdout_json(&plan(&[&["--json"][..], &args].concat()));
+    let cmd = v["conflict"]["ways_out"][0]["command"].as_str().unwrap();
+    for flag in [
+        "--arch 12.0",
+        "--allow-replace torch",
+        "--allow-replace flashinfer",
+        "--json",
+        "sglang",
+    ] {
+        assert!(cmd.contains(flag), "{flag} is kept: {cmd}");
+    }
+    let taken = take_way_out(&v);
+    assert!(taken.status.success(), "{}", text(&taken.stderr));
+    assert_eq!(step(&stdout_json(&taken), "torch")["version"], "2.14.1");
+}
+
+#[test]
+fn no_way_out_is_said_only_after_a_second_solve_found_none() {
+    let w = World::new();
+    let r = w.dir.path().join("stuck");
+    std::fs::create_dir_all(&r).unwrap();
+    let recipe = |name: &str, deps: &str| {
+        let text = format!(
+            "[package]\nname = \"{name}\"\ndist = \"kiln-{name}\"\nversion = \"1.0\"\n[source]\nwheel = \"kiln-{name}==1.0\"\n[depends]\n{deps}\n"
+        );
+        std::fs::write(r.join(format!("{name}.toml")), text).unwrap();
+    };
+    // app 1.0 needs lib 1.0 and other 1.0, which needs lib 2.0: the recipes disagree.
+    recipe("app", "lib = \"==1.0\"\nother = \"==1.0\"");
+    recipe("other", "lib = \"==2.0\"");
+    recipe("lib", "");
+    let plan = |args: &[&str]| w.kiln_with(&r).arg("plan").args(args).output().unwrap();
+    let out = plan(&["app"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = w.redact(&text(&out.stderr));
+    assert!(!err.contains("ways out"), "{err}");
+    insta::assert_snapshot!("recipes_disagree_nothing_to_relax", err);
+
+    // lib 1.5 installed and adopted: allowing its replacement is tried, and does not help.
+    stand_in(&w.python, w.dir.path(), "kiln-lib", "1.5", "kiln_lib", &[]);
+    let out = plan(&["app"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = w.redact(&text(&out.stderr));
+    assert!(!err.contains("ways out"), "{err}");
+    insta::assert_snapshot!("recipes_disagree_replacing_tried", err);
+    let v = stdout_json(&plan(&["--json", "app"]));
+    let tried = v["conflict"]["tried"].as_array().unwrap();
+    assert!(tried.iter().any(|t| t == "--allow-replace lib"), "{v}");
+    // Solving again as it says gives the same answer: no solution.
+    let out = plan(&["--allow-replace", "lib", "app"]);
+    assert_eq!(out.status.code(), Some(1));
 }

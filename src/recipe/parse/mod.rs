@@ -115,6 +115,8 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     Ok(Recipe {
         name,
         dist: package.dist,
+        former: package.former,
+        import_packages: package.import_packages,
         kind: package.kind,
         version: v.version,
         accepts: package.accepts,

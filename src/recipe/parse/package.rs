@@ -1,6 +1,8 @@
 //! `[package]`: the component's name, kind, distribution, version and what installed versions
-//! count as good. It deliberately leaves `[[versions]]` to [`super::versions`], which may supply
-//! the version this table leaves out.
+//! count as good, and the other names it may be installed under: `former` distribution names
+//! (PEP 508 names the distribution had before a rename) and the top-level `import_packages` it
+//! owns alone (a directory no other distribution may install files into). It deliberately leaves
+//! `[[versions]]` to [`super::versions`], which may supply the version this table leaves out.
 
 use std::str::FromStr;
 
@@ -11,7 +13,16 @@ use super::cx::{At, Ctx, first_line};
 use super::doc::Table;
 use crate::recipe::model::Kind;
 
-const KEYS: &[&str] = &["name", "dist", "kind", "version", "accepts", "summary"];
+const KEYS: &[&str] = &[
+    "name",
+    "dist",
+    "kind",
+    "version",
+    "accepts",
+    "summary",
+    "former",
+    "import_packages",
+];
 
 /// What `[package]` says; defaults where the table is missing or a value is wrong.
 pub(super) struct Package {
@@ -22,6 +33,8 @@ pub(super) struct Package {
     pub accepts: Option<String>,
     pub accepts_spec: Option<VersionSpecifiers>,
     pub summary: String,
+    pub former: Vec<String>,
+    pub import_packages: Vec<String>,
 }
 
 pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
@@ -33,6 +46,8 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
         accepts: None,
         accepts_spec: None,
         summary: String::new(),
+        former: Vec::new(),
+        import_packages: Vec::new(),
     };
     let Some(p) = cx.table(root, "package", "") else {
         cx.error(
@@ -92,8 +107,93 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
     if let Some(d) = &dist {
         check_dist(cx, d);
     }
+    out.former = former(cx, p, out.kind, dist.as_ref());
+    out.import_packages = import_packages(cx, p, out.kind);
     out.dist = dist.map(|d| d.value.to_string());
     out.name = name.map(|n| n.value.to_string());
+    out
+}
+
+/// `former`: distribution names the component was published under before; each a name pip
+/// accepts, none the component's own `dist`, none twice.
+fn former(cx: &mut Ctx, p: Table<'_>, kind: Kind, dist: Option<&At<'_>>) -> Vec<String> {
+    let Some(names) = cx.strings(p, "former", "package") else {
+        return Vec::new();
+    };
+    if kind != Kind::Python {
+        let span = p.get("former").and_then(|i| i.span());
+        cx.error(
+            span,
+            "a `cuda-toolkit` component has no distribution, so no former one".into(),
+            "remove `former`",
+        );
+        return Vec::new();
+    }
+    let own = dist.and_then(|d| PackageName::from_str(d.value).ok());
+    let mut seen: Vec<PackageName> = Vec::new();
+    let mut out = Vec::new();
+    for n in names {
+        let Ok(name) = PackageName::from_str(n.value) else {
+            check_dist(cx, &n);
+            continue;
+        };
+        if own.as_ref() == Some(&name) {
+            cx.error(
+                n.span,
+                format!("`{}` is the component's own distribution", n.value),
+                "`former` lists the names it had before, not `dist`",
+            );
+        } else if seen.contains(&name) {
+            cx.error(
+                n.span,
+                format!("`{}` is listed twice", n.value),
+                "list each former name once",
+            );
+        } else {
+            seen.push(name);
+            out.push(n.value.to_string());
+        }
+    }
+    out
+}
+
+/// `import_packages`: the top-level packages (or modules) the component installs and owns alone,
+/// each a Python identifier (`sgl_kernel`, not `sgl_kernel.ops`).
+fn import_packages(cx: &mut Ctx, p: Table<'_>, kind: Kind) -> Vec<String> {
+    let Some(names) = cx.strings(p, "import_packages", "package") else {
+        return Vec::new();
+    };
+    if kind != Kind::Python {
+        let span = p.get("import_packages").and_then(|i| i.span());
+        cx.error(
+            span,
+            "a `cuda-toolkit` component installs no Python package".into(),
+            "remove `import_packages`",
+        );
+        return Vec::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for n in names {
+        let v = n.value;
+        let identifier = !v.is_empty()
+            && !v.starts_with(|c: char| c.is_ascii_digit())
+            && v.chars().all(|c| c.is_alphanumeric() || c == '_');
+        if !identifier {
+            cx.error(
+                n.span,
+                format!("`{v}` is not a top-level Python package name"),
+                "expected the directory in site-packages, such as `sgl_kernel` (no dots)",
+            );
+        } else if out.iter().any(|o| o == v) {
+            cx.error(
+                n.span,
+                format!("`{v}` is listed twice"),
+                "list each import package once",
+            );
+        } else {
+            out.push(v.to_string());
+        }
+    }
     out
 }
 

@@ -170,3 +170,39 @@ fn runtime_and_aot_problems_point_at_their_place() {
     at(4, "\"{src}/x\"");
     at(5, "\"no/slash\"");
 }
+
+#[test]
+fn former_names_and_import_packages_are_read_and_checked_where_written() {
+    let named = GOOD.replace(
+        "name = \"demo\"",
+        "name = \"demo\"\nformer = [\"demo-old\", \"Demo_Older\"]\nimport_packages = [\"demo\", \"_demo_c\"]",
+    );
+    let r = parse("demo.toml", &named, None).unwrap();
+    assert_eq!(r.former, ["demo-old", "Demo_Older"]);
+    assert_eq!(r.import_packages, ["demo", "_demo_c"]);
+
+    let bad = GOOD.replace(
+        "name = \"demo\"",
+        "name = \"demo\"\nformer = [\"demo old\", \"Demo\", \"x\", \"X\"]\nimport_packages = [\"demo.ops\", 7]",
+    );
+    let errs = parse("demo.toml", &bad, None).unwrap_err().diags;
+    let got: Vec<(&str, usize, usize)> = errs.iter().map(|e| (e.message.as_str(), e.line, e.column)).collect();
+    assert_eq!(
+        got,
+        [
+            ("`demo old` is not a Python distribution name", 4, 11),
+            ("`Demo` is the component's own distribution", 4, 23),
+            ("`X` is listed twice", 4, 36),
+            (
+                "`package.import_packages` must be an array of strings, found integer in it",
+                5,
+                32
+            ),
+            ("`demo.ops` is not a top-level Python package name", 5, 20),
+        ],
+        "{errs:?}"
+    );
+    let toolkit = "[package]\nname = \"cuda\"\nkind = \"cuda-toolkit\"\nformer = [\"cuda-old\"]\n";
+    let errs = parse("cuda.toml", toolkit, None).unwrap_err().diags;
+    assert_eq!((errs[0].line, errs[0].column), (4, 10), "{errs:?}");
+}

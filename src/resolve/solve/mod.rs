@@ -12,6 +12,7 @@
 
 mod explain;
 mod provider;
+mod ways;
 mod world;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,8 +49,91 @@ pub struct Solution {
 /// No solution: the reasons as short lines, and what the user can do.
 #[derive(Debug, Clone, Serialize)]
 pub struct Conflict {
+    /// The constraints that collide, one line per constraint and version, in the order PubGrub
+    /// met them.
     pub because: Vec<String>,
-    pub ways_out: Vec<String>,
+    /// Facts that help read the reasons without being constraints themselves.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Changes to the request that a second solve proved to work.
+    pub ways_out: Vec<WayOut>,
+    /// Changes kiln solved again with that found no solution either, as flags and pins
+    /// (`--allow-replace torch`, "without the pin `sglang==0.5.23`"). With `ways_out` empty and
+    /// this empty too, nothing the user may relax takes part in the conflict.
+    pub tried: Vec<String>,
+}
+
+/// A change to the request that a second solve proved to have a solution.
+#[derive(Debug, Clone, Serialize)]
+pub struct WayOut {
+    /// What changes and what kiln then chooses, in words.
+    pub says: String,
+    /// Installed components the user would let kiln replace (`--allow-replace NAME`).
+    pub allow_replace: Vec<String>,
+    /// Version pins the user would drop.
+    pub drop_pins: Vec<DroppedPin>,
+    /// The user's own command with this change made (every other flag kept); filled by
+    /// [`Conflict::for_command`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+/// A target with a version pin, as the user wrote it, and the target it becomes without it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DroppedPin {
+    pub pin: String,
+    pub becomes: String,
+}
+
+impl Conflict {
+    /// A conflict that is no version conflict at all (the solver or a probe failed): one
+    /// reason, nothing to try.
+    pub fn failed(why: String) -> Conflict {
+        Conflict {
+            because: vec![why],
+            notes: Vec::new(),
+            ways_out: Vec::new(),
+            tried: Vec::new(),
+        }
+    }
+
+    /// Each way out with the command that takes it: `program` and the user's `args` as given
+    /// (every flag kept), with the way out's pins dropped and `--allow-replace` flags added.
+    pub fn for_command(mut self, program: &str, args: &[String]) -> Conflict {
+        for w in &mut self.ways_out {
+            w.command = Some(w.command_from(program, args));
+        }
+        self
+    }
+}
+
+impl WayOut {
+    /// `program` `args` changed by this way out, quoted for a POSIX shell.
+    pub fn command_from(&self, program: &str, args: &[String]) -> String {
+        let mut out: Vec<String> = args
+            .iter()
+            .map(|a| {
+                self.drop_pins
+                    .iter()
+                    .find(|d| d.pin == a.trim())
+                    .map_or_else(|| a.clone(), |d| d.becomes.clone())
+            })
+            .collect();
+        // Flags go before a `--` that ends them, else last.
+        let at = out.iter().position(|a| a == "--").unwrap_or(out.len());
+        let given = |name: &str| {
+            args.windows(2).any(|w| w[0] == "--allow-replace" && w[1] == name)
+                || args.iter().any(|a| a.strip_prefix("--allow-replace=") == Some(name))
+        };
+        let extra: Vec<String> = self
+            .allow_replace
+            .iter()
+            .filter(|n| !given(n))
+            .flat_map(|n| ["--allow-replace".to_string(), n.clone()])
+            .collect();
+        out.splice(at..at, extra);
+        crate::process::Cmd::new(program).args(out).to_string()
+    }
 }
 
 /// Solves `req`: the chosen version of each component, or why there is none and what to do.
@@ -62,14 +146,16 @@ pub fn solve(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<Solutio
             chosen: compiled.chosen_text(&chosen),
             not_newest: BTreeMap::new(),
         }),
-        Err(PubGrubError::NoSolution(tree)) => Err(Conflict {
-            because: explain::because(&compiled, &tree),
-            ways_out: explain::ways_out(set, py, req, &compiled, &tree),
-        }),
-        Err(e) => Err(Conflict {
-            because: vec![format!("the solver failed: {e}")],
-            ways_out: Vec::new(),
-        }),
+        Err(PubGrubError::NoSolution(tree)) => {
+            let relaxed = ways::ways_out(set, py, req, &compiled, &tree);
+            Err(Conflict {
+                because: explain::because(&compiled, &tree),
+                notes: explain::notes(set, &compiled, &tree),
+                ways_out: relaxed.found,
+                tried: relaxed.tried,
+            })
+        }
+        Err(e) => Err(Conflict::failed(format!("the solver failed: {e}"))),
     }
 }
 
@@ -117,3 +203,7 @@ fn solve_plain(set: &RecipeSet, py: &PythonFacts, req: &Request) -> Result<(), V
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "explain_tests.rs"]
+mod explain_tests;

@@ -169,15 +169,6 @@ impl<'w> Compiled<'w> {
         self.world.names[p as usize]
     }
 
-    /// The candidate versions in a set, as text.
-    pub fn versions_text(&self, p: Id, set: &Cands) -> String {
-        let vs: Vec<String> = (0..MAX_CANDIDATES as u32)
-            .filter(|i| set.0 & (1 << i) != 0)
-            .filter_map(|i| self.version(p, i).map(|v| v.to_string()))
-            .collect();
-        vs.join(" or ")
-    }
-
     /// The chosen versions by component name, as text (the root left out).
     pub fn chosen_text(&self, chosen: &Chosen) -> BTreeMap<String, String> {
         // Printing a version is slow next to the rest: each distinct one once.

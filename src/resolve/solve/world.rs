@@ -41,12 +41,14 @@ pub(super) enum Origin {
     Recipe,
 }
 
-/// A dependency edge of one candidate: the component, and the specifier as written (an index
-/// into [`World::specs`]).
+/// A dependency edge of one candidate: the component, the specifier as written (an index
+/// into [`World::specs`]), and whether an installed distribution's metadata (`Requires-Dist`)
+/// says it rather than a recipe or the request.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Edge {
     pub dep: Id,
     pub spec: u32,
+    pub meta: bool,
 }
 
 /// kiln's world in PubGrub's terms. Packages are numbered in name order (the root first; a
@@ -74,6 +76,8 @@ pub(super) struct World<'a> {
     pub root_reasons: BTreeMap<String, String>,
     /// Installed components that must keep their version.
     pub adopted: BTreeMap<String, Version>,
+    /// Installed components whose distribution is not their own (a former name), by component.
+    pub installed_as: BTreeMap<String, String>,
     /// Position in dependency order (dependencies first), per package. Deciding dependents
     /// before their dependencies means every cap on a component is known before its version is
     /// chosen, which spares most backtracking.
@@ -128,13 +132,18 @@ impl<'a> World<'a> {
         &self.specs[s as usize].1
     }
 
-    /// The specifier text of `p`'s candidate `i` on `d`.
-    pub fn spec_text(&self, p: Id, i: u32, d: Id) -> &str {
-        self.list_of(p, i)
-            .into_iter()
-            .flat_map(|l| self.list(l))
-            .find(|e| e.dep == d)
-            .map_or("", |e| self.specs[e.spec as usize].0.as_str())
+    /// The specifier texts of `p`'s candidate `i` on `d`, each with whether it comes from the
+    /// installed distribution's metadata, each text once (an installed version the recipe also
+    /// describes has both).
+    pub fn spec_texts(&self, p: Id, i: u32, d: Id) -> Vec<(&str, bool)> {
+        let mut out: Vec<(&str, bool)> = Vec::new();
+        for e in self.list_of(p, i).into_iter().flat_map(|l| self.list(l)) {
+            let text = self.specs[e.spec as usize].0.as_str();
+            if e.dep == d && !out.iter().any(|(t, _)| *t == text) {
+                out.push((text, e.meta));
+            }
+        }
+        out
     }
 
     /// Everything the solver is told about `req`.

@@ -7,7 +7,10 @@
 //! the `Requires-Dist` of the distributions already installed (kept unless the user names them
 //! or allows replacing them), and the user's pins (`torch==2.14.1`). An installed component the
 //! user did not name keeps its version: it is "adopted" and only that version is a candidate,
-//! unless `--allow-replace NAME`. Distribution names are compared as `pep508_rs::PackageName`s.
+//! unless `--allow-replace NAME`. A component installed under a former name (or as the owner of
+//! its import package, see `resolve::owners`) is installed at that distribution's version, and a
+//! `Requires-Dist` on a former name is one on the component. Distribution names are compared as
+//! `pep508_rs::PackageName`s.
 //! Deliberately ignored: `Requires-Dist` lines under an `extra ==` marker (which extras were
 //! installed is not recorded; extras of kiln components are its own features) or for another
 //! platform or Python (the markers are evaluated for the target interpreter); dependencies on
@@ -75,6 +78,7 @@ impl<'a> Builder<'a> {
             specs: Vec::new(),
             root_reasons: BTreeMap::new(),
             adopted: BTreeMap::new(),
+            installed_as: BTreeMap::new(),
             order: Vec::new(),
         };
         Builder {
@@ -123,6 +127,7 @@ impl<'a> Builder<'a> {
             spec: self.spec(d.version.as_deref().unwrap_or_default(), || {
                 d.spec.clone().unwrap_or_default()
             }),
+            meta: false,
         }
     }
 
@@ -156,10 +161,17 @@ impl<'a> Builder<'a> {
                 let Some(d) = r.dist.as_deref().and_then(|d| PackageName::from_str(d).ok()) else {
                     continue;
                 };
-                if let Some(dist) = py.dists.get(d.as_ref()) {
-                    installed.insert(r.name.as_str(), dist);
+                // Installed under its own name, a former one, or as the owner of its package.
+                if let Some(found) = crate::resolve::owners::provider(r, py) {
+                    installed.insert(r.name.as_str(), found.dist);
+                    if found.via != crate::resolve::owners::Via::Own {
+                        self.w.installed_as.insert(r.name.clone(), found.dist.name.clone());
+                    }
                 }
                 by_dist.insert(d, r.name.as_str());
+                for f in r.former.iter().filter_map(|f| PackageName::from_str(f).ok()) {
+                    by_dist.entry(f).or_insert(r.name.as_str());
+                }
             }
         }
         // Only what the request can reach matters: the targets, the pins, what is installed, and
@@ -216,6 +228,7 @@ impl<'a> Builder<'a> {
                 let edge = Edge {
                     dep,
                     spec: self.spec("", VersionSpecifiers::empty),
+                    meta: false,
                 };
                 root.push(edge);
             }
@@ -224,6 +237,7 @@ impl<'a> Builder<'a> {
             let edge = Edge {
                 dep: self.id(name),
                 spec: self.spec(&spec.to_string(), || spec.clone()),
+                meta: false,
             };
             root.push(edge);
             self.w
@@ -278,6 +292,7 @@ impl<'a> Builder<'a> {
                     deps.push(Edge {
                         dep: self.id(comp),
                         spec: self.spec(&spec.to_string(), || spec.clone()),
+                        meta: true,
                     });
                 }
                 self.w.versions.push(v.clone());
@@ -298,7 +313,11 @@ impl<'a> Builder<'a> {
                     .insert(r.name.clone(), format!("{name} {v} is installed and adopted"));
                 self.spec(&format!("=={v}"), || VersionSpecifier::equals_version(v.clone()).into())
             };
-            root = Some(Edge { dep: me, spec });
+            root = Some(Edge {
+                dep: me,
+                spec,
+                meta: false,
+            });
         }
         if !self.w.adopted.contains_key(name) {
             self.versions(r, features, start);
