@@ -65,6 +65,10 @@
 #     13.1.1.3). A CUDA 13.5 toolkit would ship its own CCCL and cuBLAS in the same include dir.
 #   - Host compiler: this machine's g++ 12.2 (vLLM 0.33.0 requires GCC >= 11.3, CMakeLists.txt:24-28).
 #   - No ccache/sccache launcher; build dir is $WORK/build.
+#   - narrowing.py writes its objects to the fixed /tmp/narrow/{sm120,default}.o (do not run two
+#     of these at once); this script copies them to $WORK/<unit>.<variant>.o afterwards.
+#   - Object size includes the host -g debug info of RelWithDebInfo (most of the file); the device
+#     code is the (size-compressed, --compress-mode=size) .nv_fatbin section, printed separately.
 #   - UNVERIFIED: the torch include order/-isystem vs -I exactly as CMake writes them, and that
 #     CMake adds nothing else (e.g. a -Xcompiler=-fvisibility flag) for this target.
 #
@@ -217,6 +221,17 @@ for u in "${UNITS[@]}"; do
     echo "-- kiln arch /tmp/narrow/$n.o"
     "$KILN" arch "/tmp/narrow/$n.o" || true
     cp "/tmp/narrow/$n.o" "$WORK/$(basename "$u" .cu).$n.o"
+    # object size is mostly host -g debug info (RelWithDebInfo); the device code is .nv_fatbin
+    readelf -SW "/tmp/narrow/$n.o" | python3 -c '
+import re, sys
+s = {}
+for l in sys.stdin:
+    m = re.match(r"\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)", l)
+    if m:
+        s[m.group(1)] = s.get(m.group(1), 0) + int(m.group(2), 16)
+dbg = sum(v for k, v in s.items() if ".debug" in k)
+fat, text = s.get(".nv_fatbin", 0), s.get(".text", 0)
+print(f"   sections: .nv_fatbin {fat} B, .debug*+.rela.debug* {dbg} B, .text {text} B")'
   done
   [ "$rc" = 0 ] || exit "$rc"
 done
