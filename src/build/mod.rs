@@ -32,6 +32,7 @@ mod queue;
 pub mod schedule;
 pub mod source;
 mod step;
+mod tools;
 mod wheel;
 pub mod wheels;
 

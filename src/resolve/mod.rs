@@ -9,6 +9,7 @@ pub mod plan;
 pub mod solve;
 pub mod spec;
 pub mod status;
+pub mod tools;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
 pub use spec::BuildSpec;

@@ -132,6 +132,9 @@ pub struct BuildSpec {
     /// The compile cache (`--compile-cache`): the backend as shown, and how sccache is put in
     /// front of the compilers; its variables join `env` (a recipe's own value wins).
     pub compile_cache: Option<(String, Wiring)>,
+    /// Tools kiln brings for this build (`[[requires.tools]]` wheels): unpacked before it runs,
+    /// their directories on `PATH` (see [`super::tools`]).
+    pub tools: Vec<super::tools::Brought>,
 }
 
 /// Why a step's build cannot be rendered on this machine.
@@ -190,6 +193,7 @@ impl BuildSpec {
             stall: build.stall,
             limit: build.limit,
             compile_cache: None,
+            tools: Vec::new(),
         })
     }
 
@@ -254,6 +258,9 @@ impl Serialize for BuildSpec {
         }
         if let Some(c) = &self.cargo_manifest {
             m.serialize_entry("cargo_manifest", c)?;
+        }
+        if !self.tools.is_empty() {
+            m.serialize_entry("tools", &self.tools)?;
         }
         if !self.prepare.is_empty() {
             let prepare: Vec<Vec<String>> = self.prepare.iter().map(|c| BuildSpec::argv(c, &shown)).collect();

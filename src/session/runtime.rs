@@ -51,6 +51,7 @@ impl Session {
             jobs: settings.jobs,
             python: self.python.display().to_string(),
             compile_cache: None,
+            tools: Default::default(),
         };
         let mut out = Vec::new();
         for r in self.scope.iter().filter_map(|(n, _)| self.set.get(n)) {

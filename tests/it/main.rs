@@ -15,6 +15,7 @@ mod layers;
 mod lock;
 mod recipes;
 mod resolve;
+mod sglang;
 mod smoke;
 mod sources;
 mod stack;
