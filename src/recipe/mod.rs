@@ -2,9 +2,11 @@
 //!
 //! `parse` reads one file (one module per table, every problem collected), `set` loads many files
 //! in parallel and checks them against each other, `template` handles the `{variables}` in build
-//! commands, and `diag` renders problems at `file:line:col`. It deliberately knows nothing about
-//! the machine: whether a recipe's requirements are met is the resolver's question.
+//! commands, `diag` renders problems at `file:line:col`, and `binaries` holds the prebuilt wheels
+//! and optional CUDA binaries a recipe names. It deliberately knows nothing about the machine:
+//! whether a recipe's requirements are met is the resolver's question.
 
+pub mod binaries;
 pub mod diag;
 pub mod model;
 pub mod parse;

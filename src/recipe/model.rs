@@ -232,6 +232,10 @@ pub struct VersionEntry {
     /// Dependencies of this version; they replace the recipe's `[depends]` entry of the same name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub depends: Vec<Dependency>,
+    /// Prebuilt wheels of this version (`wheels = [...]`), one per platform, offered next to its
+    /// source: kiln installs one only when its binaries prove it (see `resolve::wheel_choice`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wheels: Vec<super::binaries::PrebuiltWheel>,
 }
 
 /// One validated recipe.
@@ -281,6 +285,9 @@ pub struct Recipe {
     /// Runtime backends this component offers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub backends: Vec<Backend>,
+    /// `[[binaries.optional]]`: CUDA binaries that may lack an image for some archs, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub optional_binaries: Vec<super::binaries::OptionalBinaries>,
     /// The names of every component it may depend on (all features and versions), sorted:
     /// filled when the set is loaded, so that graph walks need not sort them each time.
     #[serde(skip)]

@@ -7,6 +7,9 @@
 //! recipes: checks that need them (unknown dependencies, cycles) live in [`super::set`].
 
 mod backends;
+mod binaries;
+#[cfg(test)]
+mod binaries_tests;
 mod build;
 mod cx;
 mod depends;
@@ -20,6 +23,7 @@ mod tests;
 mod tools;
 mod verify;
 mod versions;
+mod wheels;
 
 use std::path::PathBuf;
 
@@ -32,7 +36,7 @@ pub use versions::MAX_VERSIONS;
 
 const TOP: &[&str] = &[
     "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends", "versions",
-    "runtime", "aot",
+    "runtime", "aot", "binaries",
 ];
 
 /// A file with problems: every diagnostic, and the dependencies that could be read, so that the
@@ -77,6 +81,10 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     let backends = backends::read(&mut cx, root);
     let runtime_env = runtime::env(&mut cx, root);
     let aot = runtime::aot(&mut cx, root);
+    let optional_binaries = binaries::read(&mut cx, root);
+    if let Some(dist) = &package.dist {
+        wheels::check_names(&mut cx, &v.versions, dist);
+    }
 
     if package.kind == Kind::Python && v.source.is_none() && !source.reported && !v.reported_no_source {
         cx.error(
@@ -123,6 +131,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         features,
         versions: v.versions,
         backends,
+        optional_binaries,
         depends_sorted: Vec::new(),
         file: file.to_string(),
         dir,

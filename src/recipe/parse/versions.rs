@@ -9,7 +9,7 @@ use pep440_rs::Version;
 
 use super::cx::{Ctx, first_line};
 use super::doc::Table;
-use super::{depends, source};
+use super::{depends, source, wheels};
 use crate::recipe::model::{Kind, Source, VersionEntry};
 
 /// The most `[[versions]]` one recipe may list.
@@ -17,7 +17,7 @@ pub const MAX_VERSIONS: usize = 63;
 
 /// The keys of one `[[versions]]` entry: its own, then those of `[source]`.
 static KEYS: std::sync::LazyLock<Vec<&'static str>> =
-    std::sync::LazyLock::new(|| [&["version", "depends"][..], source::KEYS].concat());
+    std::sync::LazyLock::new(|| [&["version", "depends", "wheels"][..], source::KEYS].concat());
 
 /// The versions, and what they fill in of `[package]` and `[source]`.
 pub(super) struct Versions {
@@ -49,6 +49,7 @@ pub(super) fn read(
                 version: v.clone(),
                 source: out.source.clone(),
                 depends: Vec::new(),
+                wheels: Vec::new(),
             });
         }
         return out;
@@ -111,11 +112,13 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
         Some(d) => depends::read(cx, d, "versions.depends"),
         None => Vec::new(),
     };
+    let wheels = wheels::read(cx, t, parsed.as_ref());
     if let Some(version) = parsed {
         out.versions.push(VersionEntry {
             version,
             source: own_source,
             depends: deps,
+            wheels,
         });
     }
 }
