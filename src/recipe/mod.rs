@@ -2,12 +2,14 @@
 //!
 //! `parse` reads one file (one module per table, every problem collected), `set` loads many files
 //! in parallel and checks them against each other, `template` handles the `{variables}` in build
-//! commands, `diag` renders problems at `file:line:col`, and `binaries` holds the prebuilt wheels
-//! and optional CUDA binaries a recipe names. It deliberately knows nothing about the machine:
-//! whether a recipe's requirements are met is the resolver's question.
+//! commands, `diag` renders problems at `file:line:col`, `binaries` holds the prebuilt wheels
+//! and optional CUDA binaries a recipe names, and `inputs` types the sources a build would
+//! otherwise download itself. It deliberately knows nothing about the machine: whether a
+//! recipe's requirements are met is the resolver's question.
 
 pub mod binaries;
 pub mod diag;
+pub mod inputs;
 pub mod model;
 pub mod parse;
 pub mod set;
@@ -15,6 +17,7 @@ pub mod template;
 pub mod tool;
 
 pub use diag::{Diagnostic, Diagnostics};
+pub use inputs::{Input, InputSource};
 pub use model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source, parse_duration};
 pub use set::{LoadError, RecipeSet};
 pub use tool::{Tool, ToolWheel};

@@ -174,6 +174,21 @@ pub struct Build {
     /// `limit = "6h"`: the whole build (every command of it) is killed after this long.
     #[serde(skip)]
     pub limit: Option<std::time::Duration>,
+    /// `[[build.inputs]]`: sources the upstream build would download itself, fetched by kiln
+    /// first (for one version: [`Recipe::build_of`] merges that version's own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<super::inputs::Input>,
+    /// `network = false|true`: whether the build commands may reach the network. Unset: denied
+    /// when the build declares inputs (they are all it may download), allowed otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+}
+
+impl Build {
+    /// Whether the build commands run with the network denied (where the platform allows).
+    pub fn denies_network(&self) -> bool {
+        !self.network.unwrap_or(self.inputs.is_empty())
+    }
 }
 
 /// `90s`, `20m`, `6h`, `1d` (a number and a unit; `1h30m` is not accepted).
@@ -236,6 +251,16 @@ pub struct VersionEntry {
     /// source: kiln installs one only when its binaries prove it (see `resolve::wheel_choice`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub wheels: Vec<super::binaries::PrebuiltWheel>,
+    /// `[[versions.inputs]]`: build inputs of this version; they replace the recipe's
+    /// `[[build.inputs]]` of the same name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<super::inputs::Input>,
+    /// `prepare` of this version, in place of `[build] prepare` (files move between releases).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<Vec<Vec<Template>>>,
+    /// `imports` of this version, in place of `[verify] imports` (extensions are renamed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imports: Option<Vec<String>>,
 }
 
 /// One validated recipe.
@@ -336,6 +361,48 @@ impl Recipe {
             .and_then(|v| self.version_entry(&v))
             .and_then(|e| e.source.as_ref())
             .or(self.source.as_ref())
+    }
+
+    /// The build of version `v`: `[build]` with that version's `prepare` in place of the
+    /// recipe's and its inputs merged (its own replace the recipe's of the same name, in the
+    /// recipe's order, then its new ones). Borrowed when the version changes nothing.
+    pub fn build_of(&self, v: Option<&Version>) -> std::borrow::Cow<'_, Build> {
+        let Some(e) = v.and_then(|v| self.version_entry(v)) else {
+            return std::borrow::Cow::Borrowed(&self.build);
+        };
+        if e.prepare.is_none() && e.inputs.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.build);
+        }
+        let mut b = self.build.clone();
+        if let Some(p) = &e.prepare {
+            b.prepare = p.clone();
+        }
+        for own in &e.inputs {
+            match b.inputs.iter_mut().find(|i| i.name == own.name) {
+                Some(slot) => *slot = own.clone(),
+                None => b.inputs.push(own.clone()),
+            }
+        }
+        std::borrow::Cow::Owned(b)
+    }
+
+    /// The imports that prove version `v` works (its own, else `[verify] imports`).
+    pub fn imports_of(&self, v: Option<&Version>) -> &[String] {
+        v.and_then(|v| self.version_entry(v))
+            .and_then(|e| e.imports.as_deref())
+            .unwrap_or(&self.imports)
+    }
+
+    /// The imports of every version the recipe describes (for a probe that runs before the
+    /// installed version is known), each once, in order.
+    pub fn all_imports(&self) -> Vec<&String> {
+        let mut out: Vec<&String> = self.imports.iter().collect();
+        for m in self.versions.iter().filter_map(|e| e.imports.as_ref()).flatten() {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        out
     }
 
     /// The dependencies of version `v` (the recipe's `[depends]`, with that version's own pins

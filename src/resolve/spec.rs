@@ -309,6 +309,8 @@ mod tests {
             cargo_manifest: None,
             stall: None,
             limit: None,
+            inputs: Vec::new(),
+            network: None,
         };
         let spec = BuildSpec::new(&build, &vars(6)).unwrap();
         assert_eq!(spec.jobs, 6);

@@ -19,6 +19,8 @@ const KEYS: &[&str] = &[
     "cargo_manifest",
     "stall",
     "limit",
+    "inputs",
+    "network",
 ];
 const INSTALL: &[&str] = &["deps"];
 
@@ -37,18 +39,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
     if let Some(env) = cx.table(b, "env", "build") {
         build.env = templates(cx, env, "build.env");
     }
-    if let Some(item) = b.get("prepare") {
-        match item.as_array() {
-            Some(cmds) => {
-                for cmd in cmds {
-                    if let Some(args) = command(cx, cmd) {
-                        build.prepare.push(args);
-                    }
-                }
-            }
-            None => cx.wrong_type(item, "an array of commands", "prepare", "build"),
-        }
-    }
+    build.prepare = prepare(cx, b, "build").unwrap_or_default();
     if let Some(args) = cx.strings(b, "wheel", "build") {
         if args.is_empty() {
             cx.error(
@@ -82,7 +73,27 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
             }
         }
     }
+    build.inputs = super::inputs::read(cx, b, "build.inputs");
+    build.network = cx.bool(b, "network", "build");
     build
+}
+
+/// `prepare` of `t` (`[build]` or a `[[versions]]` entry): an array of commands; `None` when
+/// `t` has none.
+pub(super) fn prepare(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<Vec<Vec<Template>>> {
+    let item = t.get("prepare")?;
+    let mut out = Vec::new();
+    match item.as_array() {
+        Some(cmds) => {
+            for cmd in cmds {
+                if let Some(args) = command(cx, cmd) {
+                    out.push(args);
+                }
+            }
+        }
+        None => cx.wrong_type(item, "an array of commands", "prepare", section),
+    }
+    Some(out)
 }
 
 /// One `prepare` command: a non-empty array of template strings.

@@ -48,6 +48,11 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The text of the file at `r`, when `r` is inside it.
+    pub fn text(&self, r: Range<usize>) -> Option<&'a str> {
+        self.src.get(r)
+    }
+
     /// Reports a problem at `span`; `help` says how to fix it (every recipe error has one).
     pub fn error(&mut self, span: Option<Range<usize>>, message: String, help: impl Into<String>) {
         self.diags

@@ -14,6 +14,9 @@ mod build;
 mod cx;
 mod depends;
 mod doc;
+mod inputs;
+#[cfg(test)]
+mod inputs_tests;
 mod package;
 mod requires;
 mod runtime;

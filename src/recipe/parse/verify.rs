@@ -94,7 +94,7 @@ pub(super) fn features(cx: &mut Ctx, root: Table<'_>) -> BTreeMap<String, Featur
 }
 
 /// The `imports` of `t`: dotted Python module names.
-fn module_names(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<String> {
+pub(super) fn module_names(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<String> {
     let mut out = Vec::new();
     for m in cx.strings(t, "imports", section).unwrap_or_default() {
         let ok = !m.value.is_empty()

@@ -1,6 +1,8 @@
 //! `[[versions]]`: the versions a recipe can install, newest first, each with its own source (or
 //! the recipe's) and its own pins. Without `[[versions]]` the recipe describes one version, its
-//! `[package] version` with its `[source]`. It deliberately does not order or compare versions:
+//! `[package] version` with its `[source]`. An entry may also carry what changed in that release:
+//! its own build inputs (`[[versions.inputs]]`), `prepare` commands and verify `imports`. It
+//! deliberately does not order or compare versions:
 //! the order written is the order of preference.
 
 use std::str::FromStr;
@@ -16,8 +18,13 @@ use crate::recipe::model::{Kind, Source, VersionEntry};
 pub const MAX_VERSIONS: usize = 63;
 
 /// The keys of one `[[versions]]` entry: its own, then those of `[source]`.
-static KEYS: std::sync::LazyLock<Vec<&'static str>> =
-    std::sync::LazyLock::new(|| [&["version", "depends", "wheels"][..], source::KEYS].concat());
+static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    [
+        &["version", "depends", "wheels", "inputs", "prepare", "imports"][..],
+        source::KEYS,
+    ]
+    .concat()
+});
 
 /// The versions, and what they fill in of `[package]` and `[source]`.
 pub(super) struct Versions {
@@ -50,6 +57,9 @@ pub(super) fn read(
                 source: out.source.clone(),
                 depends: Vec::new(),
                 wheels: Vec::new(),
+                inputs: Vec::new(),
+                prepare: None,
+                imports: None,
             });
         }
         return out;
@@ -113,12 +123,20 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
         None => Vec::new(),
     };
     let wheels = wheels::read(cx, t, parsed.as_ref());
+    let inputs = super::inputs::read(cx, t, "versions.inputs");
+    let prepare = super::build::prepare(cx, t, "versions");
+    let imports = t
+        .contains("imports")
+        .then(|| super::verify::module_names(cx, t, "versions"));
     if let Some(version) = parsed {
         out.versions.push(VersionEntry {
             version,
             source: own_source,
             depends: deps,
             wheels,
+            inputs,
+            prepare,
+            imports,
         });
     }
 }
