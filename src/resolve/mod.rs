@@ -4,7 +4,9 @@
 //! `plan` decides what to do about it, in dependency order. Nothing here prints or touches disk.
 
 pub mod backends;
+pub mod driver;
 pub mod jit;
+pub mod kernels;
 pub mod plan;
 pub mod solve;
 pub mod spec;

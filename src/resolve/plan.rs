@@ -202,6 +202,11 @@ pub fn make(
         } else if a.status == Status::Unsupported && !replaces {
             step.action = Action::Unsupported;
             step.reason = a.evidence.clone();
+        } else if a.status == Status::Blocked && !replaces {
+            // Installed, but what it needs is not kiln's to provide (a newer driver): installing
+            // the same thing again would not help.
+            step.action = Action::Blocked;
+            step.reason = a.evidence.clone();
         } else if !wants_change && a.status == Status::Outdated {
             step.reason = format!(
                 "kept {}: installed and fits every chosen version (--allow-replace {name} lets kiln change it); {}",

@@ -1,10 +1,12 @@
 //! Statuses: what kiln can say about one component after probing, with the evidence behind it.
 //!
 //! A component is `ok` only when its distribution is installed, its version is accepted by its
-//! recipe and by every dependent in scope, every import its recipe names actually ran, its CUDA
-//! binaries hold an image for each target arch, the fingerprints of what it was built against
-//! still hold, and (where a GPU of the target arch is here) its smoke test passed. It judges the
-//! facts the probe gathered; it never touches the disk, runs nothing and never prints.
+//! recipe and by every dependent in scope, every import its recipe names actually ran, the
+//! driver here can run the CUDA runtime it is built for ([`super::driver`]; else `blocked`),
+//! each of its required CUDA binaries holds an image for each target arch ([`super::kernels`];
+//! else `wrong-arch`, naming each binary), the fingerprints of what it was built against still
+//! hold, and (where a GPU of the target arch is here) its smoke test passed. It judges the facts
+//! the probe gathered; it never touches the disk, runs nothing and never prints.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -12,8 +14,10 @@ use std::str::FromStr;
 use pep440_rs::Version;
 use serde::Serialize;
 
+use super::driver;
+use super::kernels::{self, KernelCheck};
 use crate::arch::Arch;
-use crate::probe::binaries::{Binaries, runs_on};
+use crate::probe::binaries::Binaries;
 use crate::probe::python::{ImportResult, PythonFacts};
 use crate::probe::smoke::SmokeResult;
 use crate::probe::{MachineFacts, normalize};
@@ -242,62 +246,49 @@ fn failed_imports(c: &[ImportCheck]) -> Option<String> {
     (!failed.is_empty()).then(|| failed.join("; "))
 }
 
-/// Files with CUDA code, and whether any can run on every target arch; `None` when the
-/// distribution holds no CUDA code at all (nothing to judge).
-fn arch_check(bins: Option<&Binaries>, ev: &Evidence) -> Option<(bool, String)> {
+/// The per-binary verdict over the distribution's CUDA binaries for the target archs; `None`
+/// when it holds no CUDA code at all (nothing to judge) or no arch is asked for.
+fn arch_check(
+    r: &Recipe,
+    dist: &crate::probe::python::Dist,
+    bins: Option<&Binaries>,
+    ev: &Evidence,
+) -> Option<KernelCheck> {
     let bins = bins.filter(|b| !b.cuda.is_empty())?;
     if ev.archs.is_empty() {
         return None;
     }
+    let loc = dist.location.as_deref().unwrap_or("");
+    let files: Vec<(String, &crate::fatbin::FileReport)> = bins
+        .cuda
+        .iter()
+        .map(|f| {
+            let rel = std::path::Path::new(&f.path)
+                .strip_prefix(loc)
+                .map_or(f.path.clone(), |p| p.display().to_string());
+            (rel, f)
+        })
+        .collect();
     let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
-    let mut missing = Vec::new();
-    let mut found = Vec::new();
-    for &arch in ev.archs {
-        let verdicts: Vec<_> = bins.cuda.iter().map(|f| (f, runs_on(f, arch, driver))).collect();
-        let usable = verdicts.iter().filter(|(_, v)| v.usable).count();
-        if usable == 0 {
-            let held: Vec<String> = verdicts
-                .iter()
-                .map(|(f, _)| {
-                    let mut h = f.sass.clone();
-                    h.extend(f.ptx.iter().cloned());
-                    format!("{} holds {}", short(&f.path), h.join(" "))
-                })
-                .collect();
-            missing.push(format!(
-                "no kernel image for {arch} in {} CUDA binar{}: {}",
-                bins.cuda.len(),
-                if bins.cuda.len() == 1 { "y" } else { "ies" },
-                held.join("; ")
-            ));
-        } else {
-            found.push(format!(
-                "kernels for {arch} in {usable} of {} CUDA binaries",
-                bins.cuda.len()
-            ));
-        }
-    }
-    Some(if missing.is_empty() {
-        (true, found.join("; "))
-    } else {
-        (false, missing.join("; "))
-    })
+    let version = Version::from_str(&dist.version).ok();
+    let mut c = kernels::check(&files, ev.archs, driver, &r.optional_binaries, version.as_ref());
+    c.unreadable = bins.unreadable.clone();
+    Some(c)
 }
 
-/// The file name and its parent directory, enough to recognise it.
-fn short(path: &str) -> String {
-    let p = std::path::Path::new(path);
-    let parent = p
-        .parent()
-        .and_then(|d| d.file_name())
-        .map(|n| n.to_string_lossy().into_owned());
-    let name = p
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    match parent {
-        Some(d) => format!("{d}/{name}"),
-        None => name,
+/// Whether the driver here can run the CUDA runtime the component is built for: `Err(why)` when
+/// it cannot, `Ok(note)` when it can (a note when only minor version compatibility makes it so).
+fn driver_check(dist: &crate::probe::python::Dist, ev: &Evidence) -> Result<Option<String>, String> {
+    let Some(drv) = &ev.machine.driver_cuda else {
+        return Ok(None);
+    };
+    let torch = (normalize(&dist.name) == "torch")
+        .then(|| ev.python.torch.as_ref().and_then(|t| t.cuda.as_deref()))
+        .flatten()
+        .and_then(|c| driver::Runtime::parse(c, "torch.version.cuda"));
+    match torch.or_else(|| driver::Runtime::from_label(&dist.version)) {
+        Some(rt) => driver::judge(&format!("{} {}", dist.name, dist.version), &rt, drv),
+        None => Ok(None),
     }
 }
 
@@ -369,7 +360,8 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
             }
         }
     }
-    let arch = arch_check(ev.binaries.get(&normalize(&dist_name)), ev);
+    let arch = arch_check(r, dist, ev.binaries.get(&normalize(&dist_name)), ev);
+    let driver = driver_check(dist, ev);
     let jit = super::jit::verdict(r, ev);
     let stale: Vec<String> = match &dist.kiln {
         None => Vec::new(),
@@ -392,9 +384,12 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     if let Some(why) = failed_imports(&a.imports) {
         a.status = Status::Broken;
         a.evidence = why;
-    } else if let Some((false, why)) = &arch {
-        a.status = Status::WrongArch;
+    } else if let Err(why) = &driver {
+        a.status = Status::Blocked;
         a.evidence = why.clone();
+    } else if let Some(c) = arch.as_ref().filter(|c| !c.ok()) {
+        a.status = Status::WrongArch;
+        a.evidence = c.evidence();
     } else if let Some(SmokeResult { ok: false, error, .. }) = ev.smoke.get(&r.name) {
         a.status = Status::Broken;
         a.evidence = format!("smoke test failed: {}", error.as_deref().unwrap_or("?"));
@@ -421,8 +416,11 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         } else {
             format!("{} {}; imports ran: {}", dist_name, dist.version, proofs.join(", "))
         };
-        if let Some((true, found)) = &arch {
-            a.evidence = format!("{}; {found}", a.evidence);
+        if let Some(c) = &arch {
+            a.evidence = format!("{}; {}", a.evidence, c.evidence());
+        }
+        if let Ok(Some(note)) = &driver {
+            a.evidence = format!("{}; {note}", a.evidence);
         }
         if let Some((_, proof)) = &jit {
             a.evidence = format!("{}; {proof}", a.evidence);

@@ -24,7 +24,7 @@ fn kernels_for_another_arch_are_wrong_arch_and_a_rebuild_fixes_them() {
     assert_eq!(c["status"], "wrong-arch");
     assert_eq!(
         c["evidence"],
-        "no kernel image for 12.0 in 1 CUDA binary: kiln_fixture_cuda/_kernels.so holds sm_90"
+        "1 of 1 required CUDA binary lacks a kernel image: kiln_fixture_cuda/_kernels.so for 12.0: no usable image (holds sm_90; CUDA error 209, no kernel image)"
     );
     assert_eq!(component(&v, "cuda-toolkit")["status"], "ok");
     // The plan rebuilds it for 12.0, spelled the way the package wants it.
@@ -48,7 +48,7 @@ fn kernels_for_another_arch_are_wrong_arch_and_a_rebuild_fixes_them() {
         c["evidence"]
             .as_str()
             .unwrap()
-            .ends_with("kernels for 12.0 in 1 of 1 CUDA binaries"),
+            .ends_with("every required CUDA binary holds kernels for 12.0 (1 checked)"),
         "{c}"
     );
     // kiln records what it built, for which arch and toolkit.

@@ -1,0 +1,138 @@
+//! Driver against runtime: can the driver here run code built for a given CUDA runtime?
+//!
+//! NVIDIA's rule (CUDA Compatibility, "Minor Version Compatibility",
+//! <https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html>): from
+//! CUDA 11 on, an application built with any toolkit of a major release family runs on a driver
+//! of that family (CUDA 13.x: driver >= 580, 12.x: >= 525), with a limited feature set: PTX newer
+//! than the driver does not JIT (the run rules check that per image, CUDA error 222). A runtime of
+//! a newer major than the driver supports does not run at all ("CUDA driver version is
+//! insufficient for CUDA runtime version") unless NVIDIA's forward-compatibility package
+//! (`cuda-compat-<major>-<minor>`, data-center GPUs only) provides a newer user-mode driver.
+//!
+//! It also knows what a component's CUDA runtime is: torch's `torch.version.cuda` from the
+//! probe, else a `+cuXYZ` local version label, else the major of `libcudart.so.N` the binaries
+//! link. It deliberately ignores the forward-compatibility package (the driver kiln reads is the
+//! kernel driver's) and runs nothing.
+
+use crate::probe::machine::Sourced;
+
+/// The CUDA runtime a component is built for, and how kiln knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runtime {
+    pub major: u64,
+    /// `None` when only the major is known (`libcudart.so.13`).
+    pub minor: Option<u64>,
+    /// Where it was read: `torch.version.cuda`, the version label `+cu132`, `libcudart.so.13`.
+    pub source: String,
+}
+
+impl Runtime {
+    /// `13.2`, or `13` when only the major is known.
+    pub fn shown(&self) -> String {
+        match self.minor {
+            Some(m) => format!("{}.{m}", self.major),
+            None => self.major.to_string(),
+        }
+    }
+
+    /// From a version text such as torch's `13.2`.
+    pub fn parse(text: &str, source: &str) -> Option<Runtime> {
+        let mut it = text.trim().split('.');
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next().and_then(|m| m.parse().ok());
+        Some(Runtime {
+            major,
+            minor,
+            source: source.to_string(),
+        })
+    }
+
+    /// From the local label of a version (`2.15.0+cu132` → 13.2, `+cu128` → 12.8, `+cu13` → 13).
+    pub fn from_label(version: &str) -> Option<Runtime> {
+        let label = version.split_once('+')?.1;
+        // `cu132`, also as the start of a longer label (`cu128torch2.7`).
+        let digits = label.split(['.', '_', '-']).find_map(|part| {
+            let d = part.strip_prefix("cu")?;
+            let n = d.bytes().take_while(u8::is_ascii_digit).count();
+            (2..=3).contains(&n).then(|| &d[..n])
+        })?;
+        let major = digits[..2].parse().ok()?;
+        let minor = digits.get(2..).filter(|m| !m.is_empty()).and_then(|m| m.parse().ok());
+        Some(Runtime {
+            major,
+            minor,
+            source: format!("the version label +cu{digits}"),
+        })
+    }
+}
+
+/// Where NVIDIA states the rule, for evidence.
+pub const RULE: &str = "CUDA minor version compatibility covers one major release family only, \
+     https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html";
+
+/// `Err(why)` when the driver cannot run `what` built for `runtime`; `Ok(note)` when it can,
+/// with a note when only minor version compatibility makes it so.
+pub fn judge(what: &str, runtime: &Runtime, driver: &Sourced<semver::Version>) -> Result<Option<String>, String> {
+    let d = &driver.value;
+    let shown = runtime.shown();
+    if runtime.major > d.major {
+        return Err(format!(
+            "{what} is built for CUDA {shown} ({}); the driver supports CUDA {}.{} ({}), and a CUDA {} \
+             runtime needs a driver of the CUDA {} family ({RULE}); install a newer NVIDIA driver, or a \
+             build of {what} for CUDA {}",
+            runtime.source, d.major, d.minor, driver.source, runtime.major, runtime.major, d.major
+        ));
+    }
+    Ok(match runtime.minor {
+        Some(m) if runtime.major == d.major && m > d.minor => Some(format!(
+            "built for CUDA {shown}, the driver supports {}.{}: runs by minor version compatibility \
+             (PTX newer than the driver cannot JIT)",
+            d.major, d.minor
+        )),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(v: &str) -> Sourced<semver::Version> {
+        Sourced {
+            value: semver::Version::parse(v).unwrap(),
+            source: "KILN_DRIVER_CUDA".into(),
+        }
+    }
+
+    #[test]
+    fn a_newer_major_than_the_driver_is_refused_and_a_newer_minor_is_not() {
+        let cu132 = Runtime::from_label("2.15.0+cu132").unwrap();
+        assert_eq!((cu132.major, cu132.minor), (13, Some(2)));
+        let why = judge("torch 2.15.0+cu132", &cu132, &driver("12.8.0")).unwrap_err();
+        assert!(
+            why.starts_with(
+                "torch 2.15.0+cu132 is built for CUDA 13.2 (the version label +cu132); the driver supports CUDA 12.8 (KILN_DRIVER_CUDA)"
+            ),
+            "{why}"
+        );
+        assert!(why.contains("minor-version-compatibility"), "{why}");
+        let note = judge("torch", &cu132, &driver("13.0.0")).unwrap().unwrap();
+        assert!(note.contains("minor version compatibility"), "{note}");
+        assert_eq!(judge("torch", &cu132, &driver("13.2.0")), Ok(None));
+        assert_eq!(judge("torch", &cu132, &driver("14.0.0")), Ok(None));
+        let major_only = Runtime::parse("13", "libcudart.so.13").unwrap();
+        assert!(judge("x", &major_only, &driver("12.9.0")).is_err());
+        assert_eq!(judge("x", &major_only, &driver("13.0.0")), Ok(None));
+    }
+
+    #[test]
+    fn labels_without_a_cuda_build_say_nothing() {
+        assert_eq!(Runtime::from_label("2.15.0"), None);
+        assert_eq!(Runtime::from_label("2.15.0+cpu"), None);
+        assert_eq!(Runtime::from_label("1.0+cu1234"), None);
+        assert_eq!(Runtime::from_label("2.8.3+cu128torch2.7").unwrap().shown(), "12.8");
+        let r = Runtime::from_label("1.0+cu13").unwrap();
+        assert_eq!(r.shown(), "13");
+        assert_eq!(Runtime::parse("12.8", "torch.version.cuda").unwrap().shown(), "12.8");
+    }
+}
