@@ -28,6 +28,7 @@ pub mod install;
 pub mod journal;
 pub mod locks;
 pub mod owned;
+pub mod prebuilt;
 mod queue;
 pub mod schedule;
 pub mod source;

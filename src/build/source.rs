@@ -315,7 +315,7 @@ fn download_detail(e: &crate::download::DownloadError) -> String {
 }
 
 /// Returns the cached archive for `url`, downloading and checking it first if needed.
-pub(super) fn cached_download(
+pub fn cached_download(
     url: &str,
     sha256: &str,
     cache: &Path,

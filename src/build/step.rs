@@ -63,6 +63,15 @@ pub(super) fn prepare(
     let source = r
         .source_of(step.version.as_deref())
         .ok_or_else(|| fail(Phase::Fetch, StepError::NoSource))?;
+    // The plan chose the prebuilt wheel the recipe offers: install it, build nothing.
+    if let Some(w) = step
+        .prebuilt
+        .as_ref()
+        .filter(|d| d.install)
+        .and_then(|d| d.wheel.as_ref())
+    {
+        return super::prebuilt::prepare(step, w, cx, reporter);
+    }
     let mut work = cx.cache.join("work").join(format!("{}-{}", step.name, run_stamp()));
     if let Source::Wheel { requirement, index_url } = source {
         return Ok(Prepared {

@@ -25,6 +25,9 @@ pub struct Binaries {
     pub plain: usize,
     /// Files that could not be read, with the reason.
     pub unreadable: Vec<String>,
+    /// The CUDA runtime major its binaries link (`libcudart.so.13` → 13), when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudart: Option<u64>,
 }
 
 /// Reads every `.so` listed in the distribution's RECORD.
@@ -47,12 +50,37 @@ pub fn scan(dist: &Dist) -> Binaries {
             continue;
         }
         match fatbin::read_file(&path) {
-            Ok(r) if r.images().next().is_some() => out.cuda.push(r),
+            Ok(r) if r.images().next().is_some() => {
+                if out.cudart.is_none() {
+                    out.cudart = cudart_of_file(&path);
+                }
+                out.cuda.push(r)
+            }
             Ok(_) => out.plain += 1,
             Err(e) => out.unreadable.push(e.to_string()),
         }
     }
     out
+}
+
+/// The major of the CUDA runtime an ELF shared object links (`DT_NEEDED libcudart.so.13` → 13);
+/// `None` for a static runtime or no ELF.
+pub fn cudart_major(data: &[u8]) -> Option<u64> {
+    use object::read::elf::ElfFile64;
+    let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
+    let table = elf.elf_section_table().dynamic_table(elf.endian(), data).ok()?;
+    table.iter().filter(|d| d.tag == object::elf::DT_NEEDED).find_map(|d| {
+        let name = std::str::from_utf8(table.string(d).ok()?).ok()?;
+        name.strip_prefix("libcudart.so.")?.split('.').next()?.parse().ok()
+    })
+}
+
+/// [`cudart_major`] of the file at `path`, memory-mapped (only its headers are touched).
+fn cudart_of_file(path: &Path) -> Option<u64> {
+    let file = std::fs::File::open(path).ok()?;
+    // SAFETY: read-only private map, as in `fatbin::read_file`.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    cudart_major(&map)
 }
 
 /// The images the CUDA runtime can load from `r` (not the relocatable `-rdc` inputs), as the

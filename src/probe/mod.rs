@@ -1,6 +1,8 @@
 //! Probing: what this machine and one Python interpreter really have.
 //!
-//! `machine` reads GPUs, driver and toolkit; `python` runs the embedded probe script once.
+//! `machine` reads GPUs, driver and toolkit; `python` runs the embedded probe script once;
+//! `tags` asks an interpreter which wheel tags it supports; `wheel` reads a wheel before it is
+//! installed.
 
 pub mod binaries;
 pub mod cache;
@@ -9,7 +11,9 @@ pub mod machine;
 pub mod python;
 pub mod runtime;
 pub mod smoke;
+pub mod tags;
 pub mod torch;
+pub mod wheel;
 
 pub use machine::MachineFacts;
 pub use python::{PythonFacts, normalize};

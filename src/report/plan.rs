@@ -26,6 +26,12 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
         let head = format!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
         println!("{}", head.trim_end());
         println!("       {}", st.reason);
+        if let Some(d) = &st.prebuilt {
+            println!(
+                "       wheel or build ({:.1} s fetch, {:.1} s read): {}",
+                d.fetch_seconds, d.read_seconds, d.reason
+            );
+        }
         for t in st.build.iter().flat_map(|b| &b.tools) {
             let file = t.wheel.rsplit('/').next().unwrap_or(&t.wheel);
             println!("       brings {} (not on PATH) from {file}", t.name);

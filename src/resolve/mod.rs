@@ -12,6 +12,7 @@ pub mod solve;
 pub mod spec;
 pub mod status;
 pub mod tools;
+pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
 pub use spec::BuildSpec;

@@ -81,6 +81,10 @@ pub struct Step {
     /// writes into the environment's run-time file (`probe::runtime`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub runtime_env: BTreeMap<String, String>,
+    /// Wheel or build: the decision on the prebuilt wheel the recipe offers for this version,
+    /// with its evidence (`None` when it offers none or nothing changes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prebuilt: Option<super::wheel_choice::WheelDecision>,
 }
 
 impl Step {
@@ -95,6 +99,7 @@ impl Step {
             features: features.to_vec(),
             build: None,
             runtime_env: BTreeMap::new(),
+            prebuilt: None,
         }
     }
 
@@ -135,6 +140,9 @@ pub struct PlanOptions {
     pub compile_cache: Option<(String, crate::compile_cache::Wiring)>,
     /// Where kiln keeps the tools it brings for builds (`[[requires.tools]]` wheels).
     pub tools: super::tools::ToolPlace,
+    /// Wheel-or-build decisions made for the plan's versions, by component (see
+    /// [`super::wheel_choice`]): a step whose wheel qualifies installs it instead of building.
+    pub prebuilt: BTreeMap<String, super::wheel_choice::WheelDecision>,
 }
 
 /// How many compile jobs fit: `--jobs`, else min(CPUs, available memory / memory per job).
@@ -180,8 +188,12 @@ pub fn make(
             .filter(|d| d.abi && changing.contains(&d.name))
             .map(|d| d.name.as_str())
             .collect();
+        // A prebuilt wheel that qualifies needs no toolkit: only a build does.
+        let decision = opts.prebuilt.get(name.as_str());
+        let wheel = decision.is_some_and(|d| d.install);
         let stuck_dep = deps
             .iter()
+            .filter(|d| !wheel || set.get(&d.name).is_none_or(|x| x.kind != Kind::CudaToolkit))
             .find_map(|d| stuck.get(&d.name).map(|root| (d.name.clone(), root.clone())));
 
         // The version the solver chose, against the one installed (local labels ignored).
@@ -216,6 +228,7 @@ pub fn make(
         } else if !wants_change {
             step.reason = format!("ok: {}", a.evidence);
         } else if let Some((dep, (root, why))) = stuck_dep {
+            step.prebuilt = decision.cloned();
             step.action = Action::Blocked;
             step.reason = if dep == root {
                 format!("needs {dep}: {why}")
@@ -259,7 +272,10 @@ fn change(
     machine: &MachineFacts,
     opts: &PlanOptions,
 ) {
-    let binary = matches!(r.source, Some(Source::Wheel { .. }));
+    let decision = opts.prebuilt.get(&r.name).cloned();
+    let prebuilt = decision.as_ref().is_some_and(|d| d.install);
+    step.prebuilt = decision;
+    let binary = prebuilt || matches!(r.source, Some(Source::Wheel { .. }));
     step.action = match (binary, step.status) {
         (true, _) if replaces => Action::Reinstall,
         (false, _) if replaces => Action::Rebuild,
@@ -271,12 +287,17 @@ fn change(
     step.version = chosen
         .map(str::to_string)
         .or_else(|| r.version.as_ref().map(|v| v.to_string()));
-    let brought = match build_blockers(r, machine, opts) {
-        Ok(b) => b,
-        Err(blocker) => {
-            step.action = Action::Blocked;
-            step.reason = format!("{}; cannot build: {blocker}", step.reason);
-            return;
+    // A qualifying prebuilt wheel needs nothing a build needs (compiler, toolkit, tools).
+    let brought = if prebuilt {
+        Vec::new()
+    } else {
+        match build_blockers(r, machine, opts) {
+            Ok(b) => b,
+            Err(blocker) => {
+                step.action = Action::Blocked;
+                step.reason = format!("{}; cannot build: {blocker}", step.reason);
+                return;
+            }
         }
     };
     match runtime_env(r, step.version.as_deref(), machine, opts) {

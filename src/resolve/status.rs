@@ -278,7 +278,11 @@ fn arch_check(
 
 /// Whether the driver here can run the CUDA runtime the component is built for: `Err(why)` when
 /// it cannot, `Ok(note)` when it can (a note when only minor version compatibility makes it so).
-fn driver_check(dist: &crate::probe::python::Dist, ev: &Evidence) -> Result<Option<String>, String> {
+fn driver_check(
+    dist: &crate::probe::python::Dist,
+    bins: Option<&Binaries>,
+    ev: &Evidence,
+) -> Result<Option<String>, String> {
     let Some(drv) = &ev.machine.driver_cuda else {
         return Ok(None);
     };
@@ -286,7 +290,12 @@ fn driver_check(dist: &crate::probe::python::Dist, ev: &Evidence) -> Result<Opti
         .then(|| ev.python.torch.as_ref().and_then(|t| t.cuda.as_deref()))
         .flatten()
         .and_then(|c| driver::Runtime::parse(c, "torch.version.cuda"));
-    match torch.or_else(|| driver::Runtime::from_label(&dist.version)) {
+    let linked = bins.and_then(|b| b.cudart).map(|m| driver::Runtime {
+        major: m,
+        minor: None,
+        source: format!("its binaries link libcudart.so.{m}"),
+    });
+    match torch.or_else(|| driver::Runtime::from_label(&dist.version)).or(linked) {
         Some(rt) => driver::judge(&format!("{} {}", dist.name, dist.version), &rt, drv),
         None => Ok(None),
     }
@@ -360,8 +369,9 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
             }
         }
     }
-    let arch = arch_check(r, dist, ev.binaries.get(&normalize(&dist_name)), ev);
-    let driver = driver_check(dist, ev);
+    let bins = ev.binaries.get(&normalize(&dist_name));
+    let arch = arch_check(r, dist, bins, ev);
+    let driver = driver_check(dist, bins, ev);
     let jit = super::jit::verdict(r, ev);
     let stale: Vec<String> = match &dist.kiln {
         None => Vec::new(),

@@ -304,6 +304,7 @@ impl Session {
             python: self.python.display().to_string(),
             compile_cache: None,
             tools: Default::default(),
+            prebuilt: Default::default(),
         };
         let version = manifest.version.as_str();
         // With no toolkit an arch spelling such as `{arch.flashinfer}` cannot be rendered; then

@@ -12,6 +12,7 @@ mod evidence;
 mod jit;
 pub mod locked;
 mod plan;
+mod prebuilt;
 mod run;
 pub mod runtime;
 pub mod targets;

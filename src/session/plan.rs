@@ -57,6 +57,7 @@ impl Session {
         scope: &[(String, Vec<String>)],
         assessments: &[Assessment],
     ) -> Plan {
+        let prebuilt = self.wheel_decisions(settings, solution, scope, assessments);
         let mut plan = resolve::plan::make(
             &self.set,
             &self.machine,
@@ -72,6 +73,7 @@ impl Session {
                     dir: Some(settings.cache_dir.join("tools")),
                     offline: settings.offline,
                 },
+                prebuilt,
             },
         );
         if settings.offline {
@@ -102,7 +104,9 @@ impl Session {
     /// Offline, a step whose source the cache lacks is blocked now, not after the steps before
     /// it have run: that source cannot be had.
     fn block_uncached(&self, plan: &mut Plan, settings: &Settings) {
-        for step in plan.steps.iter_mut().filter(|s| s.action.changes()) {
+        // A prebuilt wheel the plan installs was fetched (or found in the cache) to judge it.
+        let prebuilt = |s: &resolve::Step| s.prebuilt.as_ref().is_some_and(|d| d.install);
+        for step in plan.steps.iter_mut().filter(|s| s.action.changes() && !prebuilt(s)) {
             let missing = self
                 .set
                 .get(&step.name)

@@ -52,6 +52,7 @@ impl Session {
             python: self.python.display().to_string(),
             compile_cache: None,
             tools: Default::default(),
+            prebuilt: Default::default(),
         };
         let mut out = Vec::new();
         for r in self.scope.iter().filter_map(|(n, _)| self.set.get(n)) {

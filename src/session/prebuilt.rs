@@ -1,0 +1,113 @@
+//! Wheel or build in a session: for each component the plan would change whose chosen version
+//! offers prebuilt wheels, pick the one this interpreter supports (its own tag list), fetch it
+//! into the cache by its sha256, read its binaries and METADATA before anything is installed,
+//! and let `resolve::wheel_choice` decide. The decisions go into the plan, which installs a
+//! qualifying wheel instead of building. It deliberately ignores how the plan uses them.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use super::Session;
+use crate::probe;
+use crate::resolve::Assessment;
+use crate::resolve::solve::Solution;
+use crate::resolve::status::Status;
+use crate::resolve::wheel_choice::{self, Context, WheelDecision};
+use crate::settings::Settings;
+
+impl Session {
+    /// The wheel-or-build decision of every component in `scope` that would change and whose
+    /// chosen version offers wheels.
+    pub(super) fn wheel_decisions(
+        &self,
+        settings: &Settings,
+        solution: &Solution,
+        scope: &[(String, Vec<String>)],
+        assessments: &[Assessment],
+    ) -> BTreeMap<String, WheelDecision> {
+        let mut out = BTreeMap::new();
+        let planned: BTreeMap<String, (String, String)> = solution
+            .chosen
+            .iter()
+            .filter_map(|(c, v)| {
+                let dist = self.set.get(c)?.dist.as_deref()?;
+                Some((probe::normalize(dist), (c.clone(), v.clone())))
+            })
+            .collect();
+        let markers = self.facts.python.marker_environment();
+        let mut tags: Option<Result<Vec<String>, String>> = None;
+        for (name, _) in scope {
+            let (Some(r), Some(chosen)) = (self.set.get(name), solution.chosen.get(name)) else {
+                continue;
+            };
+            let Ok(version) = chosen.parse::<pep440_rs::Version>() else {
+                continue;
+            };
+            let Some(entry) = r.version_entry(&version).filter(|e| !e.wheels.is_empty()) else {
+                continue;
+            };
+            let Some(a) = assessments.iter().find(|a| &a.name == name) else {
+                continue;
+            };
+            let installed = a.version.as_deref().map(|v| v.split('+').next().unwrap_or(v));
+            let replaces = installed.is_some_and(|i| i != chosen);
+            if !replaces && matches!(a.status, Status::Ok | Status::Outdated | Status::Unsupported) {
+                continue;
+            }
+            let tags = tags.get_or_insert_with(|| probe::tags::supported(&self.python));
+            let decision = match tags {
+                Err(e) => WheelDecision::build(format!("builds from source: {e}"), None),
+                Ok(tags) => match wheel_choice::pick(&entry.wheels, tags) {
+                    None => WheelDecision::build(
+                        format!(
+                            "builds from source: no prebuilt wheel of {} {chosen} fits this interpreter (offered: {})",
+                            r.name,
+                            entry
+                                .wheels
+                                .iter()
+                                .map(|w| w.file.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        None,
+                    ),
+                    Some(w) => {
+                        let started = Instant::now();
+                        let cached =
+                            crate::build::prebuilt::fetch(&w.url, &w.sha256, &settings.cache_dir, settings.offline);
+                        let fetch_seconds = started.elapsed().as_secs_f64();
+                        let read = Instant::now();
+                        let facts = cached.map_err(|e| e.to_string()).and_then(|p| probe::wheel::read(&p));
+                        let mut d = match facts {
+                            Err(e) => WheelDecision::build(
+                                format!(
+                                    "builds from source: the prebuilt wheel {} could not be had: {e}",
+                                    w.file
+                                ),
+                                Some(w),
+                            ),
+                            Ok(facts) => wheel_choice::judge(
+                                w,
+                                &facts,
+                                &Context {
+                                    recipe: r,
+                                    version: Some(&version),
+                                    archs: &self.archs,
+                                    driver: self.machine.driver_cuda.as_ref(),
+                                    toolkit: self.machine.cuda_toolkit.as_ref().map(|t| &t.version),
+                                    planned: &planned,
+                                    markers: markers.as_ref(),
+                                },
+                            ),
+                        };
+                        d.fetch_seconds = fetch_seconds;
+                        d.read_seconds = read.elapsed().as_secs_f64();
+                        d
+                    }
+                },
+            };
+            out.insert(name.clone(), decision);
+        }
+        out
+    }
+}
