@@ -1,7 +1,8 @@
 //! The SGLang stack's mechanisms on fixtures, since GitHub is out of reach here: a build tool
 //! the recipe brings from a pinned wheel when it is not on PATH (sglang-router's `protoc`), and
 //! a source that is a git tag of a repository shaped like sglang's (package in `python/`),
-//! served from a mirror in kiln's cache under the real repository URL.
+//! served from a mirror in kiln's cache under the real repository URL, both on its own and as
+//! the way back when the version's prebuilt wheel lacks the target arch.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -167,4 +168,128 @@ fn a_git_tag_of_an_sglang_shaped_repository_builds_from_a_mirror_in_the_cache() 
     let record =
         std::fs::read_to_string(w.site_packages().join("kiln_fixture_sglang-0.5.23.dist-info/kiln.json")).unwrap();
     assert!(record.contains(&tagged), "{record}");
+}
+
+/// sglang's shape with CUDA code in it: the CUDA fixture package as `python/` at version
+/// 0.5.23, tagged `v0.5.23`; and a prebuilt wheel of that version built for `wheel_archs` only
+/// (the way a release may lack an arch). Returns (repository, tagged commit, wheel, its sha256).
+fn sglang_shaped_cuda_repo(w: &World, wheel_archs: &str) -> (PathBuf, String, PathBuf, String) {
+    let repo = w.dir.path().join("sglang-cuda-repo");
+    copy_dir(&w.packages.join("kiln-fixture-cuda"), &repo.join("python"));
+    let pyproject = repo.join("python/pyproject.toml");
+    let text0 = std::fs::read_to_string(&pyproject).unwrap();
+    std::fs::write(&pyproject, text0.replace("version = \"1.0.0\"", "version = \"0.5.23\"")).unwrap();
+    sh(&repo, &["git", "init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "release"]);
+    sh(&repo, &["git", "tag", "v0.5.23"]);
+    let tagged = sh(&repo, &["git", "rev-parse", "HEAD"]);
+    // The release wheel, built from a copy (the fixture's setup.py writes into its tree).
+    let copy = w.dir.path().join("release-src");
+    copy_dir(&repo.join("python"), &copy);
+    let wheels = w.dir.path().join("release-wheels");
+    let status = std::process::Command::new(&w.python)
+        .args([
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+        ])
+        .arg(&wheels)
+        .arg(&copy)
+        .env("FIXTURE_CUDA_ARCHS", wheel_archs)
+        .env("CUDA_HOME", cuda())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let wheel = wheels.join("kiln_fixture_cuda-0.5.23-py3-none-any.whl");
+    let sha = hex::encode(Sha256::digest(std::fs::read(&wheel).unwrap()));
+    (repo, tagged, wheel, sha)
+}
+
+#[test]
+fn a_prebuilt_wheel_without_the_target_arch_gives_way_to_the_git_tag_from_a_mirror() {
+    let w = World::new();
+    let (repo, tagged, wheel, sha) = sglang_shaped_cuda_repo(&w, "90");
+    let url = "https://github.com/sgl-project/sglang.git";
+    let recipes = w.dir.path().join("fixtures/cuda-recipes");
+    std::fs::remove_file(recipes.join("fixture-cuda.toml")).unwrap();
+    std::fs::write(
+        recipes.join("fixture-sglang.toml"),
+        format!(
+            "[package]\nname = \"fixture-sglang\"\ndist = \"kiln-fixture-cuda\"\n\
+             [[versions]]\nversion = \"0.5.23\"\ngit = \"{url}\"\nrev = \"v0.5.23\"\nsubdir = \"python\"\n\
+             wheels = [{{ url = \"{}\", sha256 = \"{sha}\" }}]\n\
+             [requires]\ncuda = \">=12.8\"\n[depends]\ncuda-toolkit = \"*\"\n\
+             [build]\nenv = {{ FIXTURE_CUDA_ARCHS = \"{{arch.flash_attn}}\", CUDA_HOME = \"{{cuda_home}}\" }}\n\
+             [verify]\nimports = [\"kiln_fixture_cuda\"]\n",
+            wheel.display()
+        ),
+    )
+    .unwrap();
+    // The cache's mirror of the GitHub URL has the local repository as its origin: kiln's
+    // fetch before each use reads that, never GitHub.
+    let mirror = kiln::build::source::mirror_dir(url, &w.cache);
+    std::fs::create_dir_all(mirror.parent().unwrap()).unwrap();
+    sh(
+        w.dir.path(),
+        &[
+            "git",
+            "clone",
+            "-q",
+            "--mirror",
+            repo.to_str().unwrap(),
+            mirror.to_str().unwrap(),
+        ],
+    );
+    let kiln = |args: &[&str]| {
+        let mut c = w.kiln_with(&recipes);
+        c.env("CUDA_HOME", cuda()).args(args);
+        c.output().unwrap()
+    };
+    let file = wheel.file_name().unwrap().to_str().unwrap();
+
+    // For 9.0 the release wheel is what kiln installs: nothing to build.
+    let v = stdout_json(&kiln(&["plan", "--json", "--arch", "9.0"]));
+    let s = step(&v, "fixture-sglang");
+    assert_eq!(
+        (s["action"].as_str(), s["prebuilt"]["install"].as_bool()),
+        (Some("install"), Some(true)),
+        "{s}"
+    );
+
+    // For 12.0 it lacks the arch: the plan says so, naming the binary, and builds the tag.
+    let v = stdout_json(&kiln(&["plan", "--json", "--arch", "12.0"]));
+    let s = step(&v, "fixture-sglang");
+    assert_eq!(s["action"], "build", "{s}");
+    let reason = s["prebuilt"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("the prebuilt wheel {file} does not qualify"))
+            && reason.contains("kiln_fixture_cuda/_kernels.so for 12.0: no usable image (holds sm_90"),
+        "{reason}"
+    );
+    let out = kiln(&["install", "--json", "--arch", "12.0"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let doctor = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"]));
+    let c = component(&doctor, "fixture-sglang");
+    assert_eq!(c["status"], "ok", "{c}");
+    let record = w
+        .py("import importlib.metadata as m; print(m.distribution('kiln-fixture-cuda').read_text('kiln.json'))")
+        .unwrap();
+    assert!(record.contains(&tagged), "{record}");
+    let so = w.site_packages().join("kiln_fixture_cuda/_kernels.so");
+    let arch = text(
+        &kiln_bare()
+            .arg("arch")
+            .arg(&so)
+            .arg("--arch")
+            .arg("12.0")
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert!(arch.contains("runs  12.0: loads sm_120"), "{arch}");
 }
