@@ -8,6 +8,7 @@ pub mod binaries;
 pub mod cache;
 pub mod jit;
 pub mod machine;
+pub mod needed;
 pub mod python;
 pub mod runtime;
 pub mod smoke;

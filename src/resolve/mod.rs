@@ -8,6 +8,7 @@ pub mod driver;
 pub mod jit;
 pub mod kernels;
 pub mod plan;
+pub mod provable;
 pub mod solve;
 pub mod spec;
 pub mod status;

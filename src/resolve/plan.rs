@@ -287,6 +287,11 @@ fn change(
     step.version = chosen
         .map(str::to_string)
         .or_else(|| r.version.as_ref().map(|v| v.to_string()));
+    if let Some(why) = step.prebuilt.as_ref().and_then(|d| d.unprovable.clone()) {
+        step.action = Action::Blocked;
+        step.reason = format!("{}; cannot be proven here: {why}", step.reason);
+        return;
+    }
     // A qualifying prebuilt wheel needs nothing a build needs (compiler, toolkit, tools).
     let brought = if prebuilt {
         Vec::new()

@@ -293,3 +293,112 @@ fn a_prebuilt_wheel_without_the_target_arch_gives_way_to_the_git_tag_from_a_mirr
     );
     assert!(arch.contains("runs  12.0: loads sm_120"), "{arch}");
 }
+
+/// A wheel `kiln_fixture_driver-1.0.0-py3-none-any.whl` whose extension links `libcuda.so.1`
+/// (a stand-in made by gcc with that soname), as sgl_kernel's `sm100/common_ops` does.
+fn wheel_linking_the_driver(dir: &Path) -> (PathBuf, String) {
+    let build = dir.join("driver-build");
+    std::fs::create_dir_all(&build).unwrap();
+    std::fs::write(
+        build.join("cuda.c"),
+        "int cuInit(unsigned int f) { return f ? 1 : 0; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        build.join("ext.c"),
+        "int cuInit(unsigned int);\nint ext(void) { return cuInit(0); }\n",
+    )
+    .unwrap();
+    let b = build.to_str().unwrap();
+    sh(
+        &build,
+        &[
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            "libcuda.so.1",
+            "cuda.c",
+        ],
+    );
+    sh(
+        &build,
+        &[
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            "_ext.so",
+            "ext.c",
+            &format!("-L{b}"),
+            "-l:libcuda.so.1",
+        ],
+    );
+    let wheel = dir.join("kiln_fixture_driver-1.0.0-py3-none-any.whl");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+    let opts = zip::write::SimpleFileOptions::default();
+    let files: [(&str, Vec<u8>); 4] = [
+        ("kiln_fixture_driver/__init__.py", b"from . import _ext\n".to_vec()),
+        (
+            "kiln_fixture_driver/_ext.so",
+            std::fs::read(build.join("_ext.so")).unwrap(),
+        ),
+        (
+            "kiln_fixture_driver-1.0.0.dist-info/METADATA",
+            b"Metadata-Version: 2.1\nName: kiln-fixture-driver\nVersion: 1.0.0\n".to_vec(),
+        ),
+        (
+            "kiln_fixture_driver-1.0.0.dist-info/WHEEL",
+            b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
+        ),
+    ];
+    for (name, data) in files {
+        zip.start_file(name, opts).unwrap();
+        zip.write_all(&data).unwrap();
+    }
+    zip.finish().unwrap();
+    let sha = hex::encode(Sha256::digest(std::fs::read(&wheel).unwrap()));
+    (wheel, sha)
+}
+
+#[test]
+fn a_wheel_whose_binaries_link_the_nvidia_driver_is_blocked_where_there_is_none() {
+    let w = World::new();
+    let (wheel, sha) = wheel_linking_the_driver(w.dir.path());
+    w.write(
+        "recipes/fixture-driver.toml",
+        &format!(
+            "[package]\nname = \"fixture-driver\"\ndist = \"kiln-fixture-driver\"\n\
+             [[versions]]\nversion = \"1.0.0\"\npath = \"../packages/kiln-fixture-pure\"\n\
+             wheels = [{{ url = \"{}\", sha256 = \"{sha}\" }}]\n\
+             [verify]\nimports = [\"kiln_fixture_driver\"]\n",
+            wheel.display()
+        ),
+    );
+    let has_driver = which::which("nvidia-smi").is_ok() || Path::new("/proc/driver/nvidia/version").exists();
+    let out = w.kiln().args(["plan", "fixture-driver", "--json"]).output().unwrap();
+    let s = step(&stdout_json(&out), "fixture-driver").clone();
+    if has_driver {
+        assert_eq!(s["action"], "install", "{s}");
+    } else {
+        assert_eq!(s["action"], "blocked", "{s}");
+        let reason = s["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(
+                "cannot be proven here: its import needs the NVIDIA driver: kiln_fixture_driver/_ext.so links libcuda.so.1"
+            ),
+            "{reason}"
+        );
+    }
+    // With a driver (here: said by KILN_DRIVER_VERSION), the same wheel is installable.
+    let out = w
+        .kiln()
+        .env("KILN_DRIVER_VERSION", "580.95.05")
+        .args(["plan", "fixture-driver", "--json"])
+        .output()
+        .unwrap();
+    let s = step(&stdout_json(&out), "fixture-driver").clone();
+    assert_eq!(s["action"], "install", "{s}");
+    assert!(s["prebuilt"].get("unprovable").is_none(), "{s}");
+}
