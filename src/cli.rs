@@ -67,6 +67,9 @@ pub struct Global {
     /// A step whose source is not cached is blocked at plan time, with the reason
     #[arg(long, global = true, env = "KILN_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
     pub offline: bool,
+    /// Build from source: never fetch or install the prebuilt wheels a recipe offers
+    #[arg(long, global = true, env = "KILN_NO_PREBUILT", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_prebuilt: bool,
     /// Plain progress lines instead of spinners
     #[arg(long, global = true)]
     pub no_progress: bool,
@@ -111,6 +114,7 @@ impl Global {
             refresh: self.refresh,
             allow_replace: self.allow_replace.clone(),
             offline: self.offline,
+            prebuilt: !self.no_prebuilt,
             json: self.json,
             progress: !self.no_progress,
             quiet: self.quiet,

@@ -39,6 +39,8 @@ pub struct Settings {
     pub allow_replace: Vec<String>,
     /// Use only what the caches hold.
     pub offline: bool,
+    /// Consider the prebuilt wheels recipes offer (`--no-prebuilt`: build from source).
+    pub prebuilt: bool,
     /// Print JSON on stdout.
     pub json: bool,
     /// Spinners and bars (off: plain progress lines).
@@ -73,6 +75,7 @@ impl Settings {
             refresh: false,
             allow_replace: Vec::new(),
             offline: false,
+            prebuilt: true,
             json: false,
             progress: true,
             quiet: false,

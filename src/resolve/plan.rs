@@ -287,11 +287,6 @@ fn change(
     step.version = chosen
         .map(str::to_string)
         .or_else(|| r.version.as_ref().map(|v| v.to_string()));
-    if let Some(why) = step.prebuilt.as_ref().and_then(|d| d.unprovable.clone()) {
-        step.action = Action::Blocked;
-        step.reason = format!("{}; cannot be proven here: {why}", step.reason);
-        return;
-    }
     // A qualifying prebuilt wheel needs nothing a build needs (compiler, toolkit, tools).
     let brought = if prebuilt {
         Vec::new()
@@ -305,6 +300,13 @@ fn change(
             }
         }
     };
+    // After the build's own blockers (a build that cannot start says so first): a wheel, or a
+    // build of the same source, whose import needs a driver this machine lacks.
+    if let Some(why) = step.prebuilt.as_ref().and_then(|d| d.unprovable.clone()) {
+        step.action = Action::Blocked;
+        step.reason = format!("{}; cannot be proven here: {why}", step.reason);
+        return;
+    }
     match runtime_env(r, step.version.as_deref(), machine, opts) {
         Ok(env) => step.runtime_env = env,
         Err(e) => {

@@ -76,6 +76,7 @@ impl Session {
                 prebuilt,
             },
         );
+        self.flag_cuda_majors(&mut plan);
         if settings.offline {
             self.block_uncached(&mut plan, settings);
         }

@@ -26,6 +26,9 @@ impl Session {
         assessments: &[Assessment],
     ) -> BTreeMap<String, WheelDecision> {
         let mut out = BTreeMap::new();
+        if !settings.prebuilt {
+            return out;
+        }
         let planned: BTreeMap<String, (String, String)> = solution
             .chosen
             .iter()
@@ -114,5 +117,44 @@ impl Session {
             out.insert(name.clone(), decision);
         }
         out
+    }
+}
+
+impl Session {
+    /// Blocks each build that links torch (`abi = true`) when the torch it builds against (kept
+    /// as installed) is built for another CUDA major than the toolkit the build uses: torch's
+    /// `cpp_extension` refuses it ("The detected CUDA version ... mismatches the version that was
+    /// used to compile PyTorch", raised when the majors differ, torch/utils/cpp_extension.py:544-545
+    /// in torch 2.11.0), and CMake builds would link two CUDA runtimes into one process.
+    pub(super) fn flag_cuda_majors(&self, plan: &mut crate::resolve::Plan) {
+        let Some(tk) = self.machine.cuda_toolkit.as_ref().map(|t| &t.version) else {
+            return;
+        };
+        let torch_changes = plan.steps.iter().any(|s| s.name == "torch" && s.action.changes());
+        let Some(cuda) = self.facts.torch.as_ref().and_then(|t| t.cuda.as_deref()) else {
+            return;
+        };
+        let Some(rt) = crate::resolve::driver::Runtime::parse(cuda, "torch.version.cuda") else {
+            return;
+        };
+        if torch_changes || rt.major == tk.major {
+            return;
+        }
+        for step in plan.steps.iter_mut().filter(|s| s.build.is_some()) {
+            let links_torch = self
+                .set
+                .get(&step.name)
+                .is_some_and(|r| r.depends_with(&step.features).any(|d| d.abi && d.name == "torch"));
+            if links_torch {
+                step.action = crate::resolve::Action::Blocked;
+                step.build = None;
+                step.reason = format!(
+                    "{}; cannot build against torch built for CUDA {cuda} with the CUDA {tk} toolkit: \
+                     torch's cpp_extension refuses another CUDA major (torch/utils/cpp_extension.py:544-545 \
+                     in torch 2.11.0); use a toolkit of CUDA {} or a torch built for CUDA {}",
+                    step.reason, rt.major, tk.major
+                );
+            }
+        }
     }
 }

@@ -13,6 +13,7 @@ mod integrity;
 mod jit;
 mod layers;
 mod lock;
+mod prebuilt;
 mod recipes;
 mod resolve;
 mod sglang;

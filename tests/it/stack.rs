@@ -147,7 +147,9 @@ fn toolkit_and_compiler_rules_say_no_before_building() {
     let plan = |targets: &[&str], arch: &str, cuda: &str, cxx: &std::path::Path| {
         let mut c = kiln_bare();
         c.arg("--python").arg(&w.python).arg("--cache-dir").arg(&w.cache);
+        // About build rules, not wheels: no 336 MB vLLM wheel fetched to judge it.
         c.env("KILN_CUDA_VERSION", cuda)
+            .env("KILN_NO_PREBUILT", "1")
             .env("CXX", cxx)
             .args(["plan", "--json", "--arch", arch])
             .args(targets);

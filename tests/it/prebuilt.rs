@@ -1,0 +1,167 @@
+//! Wheel or build, and driver against runtime, on real wheels and a real venv: a prebuilt wheel
+//! (the CUDA fixture, compiled by NVIDIA's nvcc from PyPI) is read before installing and chosen
+//! only when its binaries hold the target arch (or the recipe marks them optional there); the
+//! plan says why either way and the chosen wheel goes through the install/verify path. A
+//! distribution built for CUDA 13.2 is `blocked` under a driver for CUDA 12.8.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+use crate::common::{World, component, cuda, stand_in, stdout_json, step, text};
+
+/// Builds the CUDA fixture's wheel for `archs` ("90;120") into `out`, returning its path.
+fn fixture_wheel(w: &World, archs: &str, out: &Path) -> PathBuf {
+    let src = w.dir.path().join("wheel-src");
+    crate::common::copy_dir(&w.packages.join("kiln-fixture-cuda"), &src);
+    let status = StdCommand::new(&w.python)
+        .args([
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+        ])
+        .arg(out)
+        .arg(&src)
+        .env("FIXTURE_CUDA_ARCHS", archs)
+        .env("CUDA_HOME", cuda())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .unwrap()
+}
+
+fn sha256(path: &Path) -> String {
+    let out = StdCommand::new("sha256sum").arg(path).output().unwrap();
+    text(&out.stdout).split_whitespace().next().unwrap().to_string()
+}
+
+#[test]
+fn a_prebuilt_wheel_is_installed_only_when_its_binaries_hold_the_arch() {
+    let w = World::new();
+    let wheels = w.dir.path().join("wheels");
+    let wheel = fixture_wheel(&w, "90;120", &wheels);
+    let recipes = w.dir.path().join("fixtures/cuda-recipes");
+    let recipe = recipes.join("fixture-cuda.toml");
+    let text0 = std::fs::read_to_string(&recipe).unwrap();
+    let offered = text0
+        .replace("version = \"1.0.0\"", "version = \"1.0.0\"\naccepts = \">=1.0\"")
+        .replace(
+            "[source]\npath = \"../packages/kiln-fixture-cuda\"",
+            &format!(
+                "[[versions]]\nversion = \"1.0.0\"\npath = \"../packages/kiln-fixture-cuda\"\n\
+             wheels = [{{ url = \"{}\", sha256 = \"{}\" }}]",
+                wheel.display(),
+                sha256(&wheel)
+            ),
+        );
+    std::fs::write(&recipe, &offered).unwrap();
+    let kiln = |args: &[&str]| {
+        let mut c = w.kiln_with(&recipes);
+        c.env("CUDA_HOME", cuda()).args(args);
+        c.output().unwrap()
+    };
+    let file = wheel.file_name().unwrap().to_str().unwrap().to_string();
+
+    // For 10.0 its one binary (sm_90, sm_120) holds nothing that loads: build from source,
+    // and the plan names the binary and the arch.
+    let v = stdout_json(&kiln(&["plan", "--json", "--arch", "10.0"]));
+    let s = step(&v, "fixture-cuda");
+    assert_eq!(s["action"], "build", "{s}");
+    assert_eq!(s["prebuilt"]["install"], false, "{s}");
+    assert_eq!(s["prebuilt"]["binaries"]["checked"], 1, "{s}");
+    assert_eq!(
+        s["prebuilt"]["reason"],
+        format!(
+            "builds from source: the prebuilt wheel {file} does not qualify: 1 of 1 required CUDA binary lacks a \
+             kernel image: kiln_fixture_cuda/_kernels.so for 10.0: no usable image (holds sm_90, sm_120; CUDA error 209, no kernel image)"
+        )
+    );
+    let human = text(&kiln(&["plan", "--arch", "10.0"]).stdout);
+    assert!(human.contains("wheel or build ("), "{human}");
+
+    // Optional on 10.0 by the recipe: the wheel qualifies, with the reason in the evidence.
+    let mut optional = offered.clone();
+    optional += "\n[[binaries.optional]]\nfiles = [\"kiln_fixture_cuda/*.so\"]\narch = [\"10.0\"]\nwhy = \"test: not for 10.0 (fixture setup.py)\"\n";
+    std::fs::write(&recipe, &optional).unwrap();
+    let v = stdout_json(&kiln(&["plan", "--json", "--arch", "10.0"]));
+    let s = step(&v, "fixture-cuda");
+    assert_eq!(s["action"], "install", "{s}");
+    let reason = s["prebuilt"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("[optional: test: not for 10.0 (fixture setup.py)]"),
+        "{reason}"
+    );
+    std::fs::write(&recipe, &offered).unwrap();
+
+    // For 12.0 it holds sm_120: the wheel is installed (nothing compiled) and verified.
+    let v = stdout_json(&kiln(&["plan", "--json", "--arch", "12.0"]));
+    let s = step(&v, "fixture-cuda");
+    assert_eq!(s["action"], "install", "{s}");
+    assert_eq!(
+        s["prebuilt"]["reason"],
+        format!(
+            "the prebuilt wheel {file} qualifies: every required CUDA binary holds kernels for 12.0 (1 checked); its pins fit the plan"
+        )
+    );
+    assert!(s.get("env").is_none(), "a wheel install has no build: {s}");
+    let out = kiln(&["install", "--json", "--arch", "12.0"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"]));
+    let c = component(&v, "fixture-cuda");
+    assert_eq!(c["status"], "ok", "{c}");
+    let rec = w
+        .py("import importlib.metadata as m; print(m.distribution('kiln-fixture-cuda').read_text('kiln.json'))")
+        .unwrap();
+    let rec: serde_json::Value = serde_json::from_str(&rec).unwrap();
+    assert_eq!(rec["source"], format!("sha256:{}", sha256(&wheel)));
+    assert_eq!(rec["wheel_sha256"], sha256(&wheel));
+}
+
+#[test]
+fn a_build_for_a_newer_cuda_major_than_the_driver_is_blocked() {
+    let w = World::new();
+    // A real installed distribution named torch whose version says it is built for CUDA 13.2
+    // (the PyPI torch 2.15.0 wheel is +cu132; the real one is 539 MB).
+    stand_in(&w.python, w.dir.path(), "torch", "2.15.0+cu132", "torch", &[]);
+    let recipes = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
+    let doctor = |driver: &str| {
+        let mut c = w.kiln_with(&recipes);
+        c.env("KILN_DRIVER_CUDA", driver).args(["doctor", "--json", "torch"]);
+        stdout_json(&c.output().unwrap())
+    };
+    let v = doctor("12.8");
+    let c = component(&v, "torch");
+    assert_eq!(c["status"], "blocked", "{c}");
+    let why = c["evidence"].as_str().unwrap();
+    assert!(
+        why.starts_with(
+            "torch 2.15.0+cu132 is built for CUDA 13.2 (the version label +cu132); the driver supports CUDA 12.8 (KILN_DRIVER_CUDA)"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("minor-version-compatibility"), "{why}");
+    // The plan does not reinstall it: a newer driver is not kiln's to install.
+    let mut c = w.kiln_with(&recipes);
+    c.env("KILN_DRIVER_CUDA", "12.8").args(["plan", "--json", "torch"]);
+    let out = c.output().unwrap();
+    let s = step(&stdout_json(&out), "torch").clone();
+    assert_eq!(s["action"], "blocked", "{s}");
+    // Same major, older minor: minor version compatibility, ok with the note.
+    let v = doctor("13.0");
+    let c = component(&v, "torch");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("runs by minor version compatibility"),
+        "{c}"
+    );
+}
