@@ -38,6 +38,7 @@ pub mod sandbox;
 pub mod schedule;
 pub mod source;
 mod step;
+mod tools;
 mod wheel;
 pub mod wheels;
 

@@ -179,6 +179,14 @@ pub(super) fn prepare(
             (wheel, true, Some(note))
         }
         None => {
+            if !spec.tools.is_empty() {
+                let names: Vec<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
+                reporter.phase(step, Phase::Fetch, &format!("bringing {}", names.join(", ")));
+                super::tools::ensure(&spec.tools, &cx.cache, cx.offline, &mut |done, total| {
+                    reporter.transfer(step, done, total)
+                })
+                .map_err(|e| fail(Phase::Fetch, e.into()))?;
+            }
             let job = WheelJob {
                 step,
                 spec,

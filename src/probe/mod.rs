@@ -8,6 +8,7 @@ pub mod binaries;
 pub mod cache;
 pub mod jit;
 pub mod machine;
+pub mod needed;
 pub mod owners;
 pub mod python;
 pub mod runtime;

@@ -33,6 +33,9 @@ pub struct WheelFacts {
     pub requires: Vec<String>,
     /// Bytes of shared objects decompressed and read.
     pub bytes_read: u64,
+    /// Shared objects that link the NVIDIA driver's library (`libcuda.so.1`, see
+    /// [`super::needed`]): they cannot load on a machine without the driver.
+    pub links_driver: Vec<String>,
 }
 
 /// Reads the wheel at `path`.
@@ -80,6 +83,9 @@ pub fn read(path: &Path) -> Result<WheelFacts, String> {
             continue;
         }
         out.bytes_read += data.len() as u64;
+        if super::needed::links_driver(&data) {
+            out.links_driver.push(rel.clone());
+        }
         match fatbin::read_bytes(&data, &rel) {
             Ok(r) if r.images().next().is_some() => {
                 if out.cudart.is_none() {

@@ -14,8 +14,10 @@ pub mod model;
 pub mod parse;
 pub mod set;
 pub mod template;
+pub mod tool;
 
 pub use diag::{Diagnostic, Diagnostics};
 pub use inputs::{Input, InputSource};
 pub use model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source, parse_duration};
 pub use set::{LoadError, RecipeSet};
+pub use tool::{Tool, ToolWheel};

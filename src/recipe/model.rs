@@ -60,6 +60,9 @@ pub struct Requires {
     /// Executables its build needs on PATH (`cargo`, `protoc`, ...).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// Where some of those tools come from when they are not on PATH (`[[requires.tools]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_sources: Vec<super::tool::Tool>,
     /// Host C++ compiler (g++) versions its CUDA build accepts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gcc: Option<String>,

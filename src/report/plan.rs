@@ -32,6 +32,10 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
                 d.fetch_seconds, d.read_seconds, d.reason
             );
         }
+        for t in st.build.iter().flat_map(|b| &b.tools) {
+            let file = t.wheel.rsplit('/').next().unwrap_or(&t.wheel);
+            println!("       brings {} (not on PATH) from {file}", t.name);
+        }
         for (k, v) in &st.env() {
             println!("       {k}={v}");
         }

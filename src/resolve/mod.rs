@@ -9,9 +9,11 @@ pub mod jit;
 pub mod kernels;
 pub mod owners;
 pub mod plan;
+pub mod provable;
 pub mod solve;
 pub mod spec;
 pub mod status;
+pub mod tools;
 pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};

@@ -138,6 +138,8 @@ pub struct PlanOptions {
     pub python: String,
     /// `--compile-cache`: the backend as shown and the sccache wiring of every build.
     pub compile_cache: Option<(String, crate::compile_cache::Wiring)>,
+    /// Where kiln keeps the tools it brings for builds (`[[requires.tools]]` wheels).
+    pub tools: super::tools::ToolPlace,
     /// Wheel-or-build decisions made for the plan's versions, by component (see
     /// [`super::wheel_choice`]): a step whose wheel qualifies installs it instead of building.
     pub prebuilt: BTreeMap<String, super::wheel_choice::WheelDecision>,
@@ -286,9 +288,23 @@ fn change(
         .map(str::to_string)
         .or_else(|| r.version.as_ref().map(|v| v.to_string()));
     // A qualifying prebuilt wheel needs nothing a build needs (compiler, toolkit, tools).
-    if !prebuilt && let Err(blocker) = build_blockers(r, machine, &opts.archs) {
+    let brought = if prebuilt {
+        Vec::new()
+    } else {
+        match build_blockers(r, machine, opts) {
+            Ok(b) => b,
+            Err(blocker) => {
+                step.action = Action::Blocked;
+                step.reason = format!("{}; cannot build: {blocker}", step.reason);
+                return;
+            }
+        }
+    };
+    // After the build's own blockers (a build that cannot start says so first): a wheel, or a
+    // build of the same source, whose import needs a driver this machine lacks.
+    if let Some(why) = step.prebuilt.as_ref().and_then(|d| d.unprovable.clone()) {
         step.action = Action::Blocked;
-        step.reason = format!("{}; cannot build: {blocker}", step.reason);
+        step.reason = format!("{}; cannot be proven here: {why}", step.reason);
         return;
     }
     match runtime_env(r, step.version.as_deref(), machine, opts) {
@@ -301,7 +317,10 @@ fn change(
     }
     if !binary {
         match build_spec(r, step.version.as_deref(), machine, opts) {
-            Ok(spec) => step.build = Some(spec),
+            Ok(mut spec) => {
+                spec.bring_tools(brought);
+                step.build = Some(spec);
+            }
             Err(e) => {
                 step.action = Action::Blocked;
                 step.reason = format!("{}; {e}", step.reason);
@@ -391,22 +410,15 @@ fn stuck_root(
     deps.iter().find_map(|d| stuck.get(&d.name).cloned())
 }
 
-/// What stops a build before it starts: a missing tool, a toolkit outside the recipe's range.
-fn build_blockers(r: &crate::recipe::Recipe, machine: &MachineFacts, archs: &[Arch]) -> Result<(), String> {
-    let missing: Vec<&str> = r
-        .requires
-        .tools
-        .iter()
-        .map(String::as_str)
-        .filter(|t| which::which(t).is_err())
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "{} not on PATH (needed to build {})",
-            missing.iter().map(|t| format!("`{t}`")).collect::<Vec<_>>().join(", "),
-            r.name
-        ));
-    }
+/// What stops a build before it starts: a missing tool kiln cannot bring, a toolkit outside the
+/// recipe's range. Otherwise the tools kiln brings for it (see [`super::tools`]).
+fn build_blockers(
+    r: &crate::recipe::Recipe,
+    machine: &MachineFacts,
+    opts: &PlanOptions,
+) -> Result<Vec<super::tools::Brought>, String> {
+    let archs: &[Arch] = &opts.archs;
+    let brought = super::tools::provide(r, &opts.tools, &|t| which::which(t).is_ok())?;
     for rule in r
         .requires
         .rules
@@ -450,5 +462,5 @@ fn build_blockers(r: &crate::recipe::Recipe, machine: &MachineFacts, archs: &[Ar
             _ => {}
         }
     }
-    Ok(())
+    Ok(brought)
 }

@@ -158,6 +158,9 @@ pub struct BuildSpec {
     pub inputs: Vec<Input>,
     /// The build commands run with the network denied (see `build::sandbox`).
     pub deny_network: bool,
+    /// Tools kiln brings for this build (`[[requires.tools]]` wheels): unpacked before it runs,
+    /// their directories on `PATH` (see [`super::tools`]).
+    pub tools: Vec<super::tools::Brought>,
 }
 
 /// Why a step's build cannot be rendered on this machine.
@@ -247,6 +250,7 @@ impl BuildSpec {
             compile_cache: None,
             deny_network: build.denies_network(),
             inputs,
+            tools: Vec::new(),
         })
     }
 
@@ -306,6 +310,9 @@ impl Serialize for BuildSpec {
         }
         if let Some(c) = &self.cargo_manifest {
             m.serialize_entry("cargo_manifest", c)?;
+        }
+        if !self.tools.is_empty() {
+            m.serialize_entry("tools", &self.tools)?;
         }
         if !self.prepare.is_empty() {
             let prepare: Vec<Vec<String>> = self.prepare.iter().map(|c| BuildSpec::argv(c, &shown)).collect();

@@ -63,6 +63,11 @@ pub struct WheelDecision {
     /// Seconds spent fetching (0 when it came from the cache) and reading the wheel.
     pub fetch_seconds: f64,
     pub read_seconds: f64,
+    /// Why neither the wheel nor a build of this version can be proven on this machine (its
+    /// binaries link the NVIDIA driver, and there is none: [`super::provable`]); the step is
+    /// then `blocked`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unprovable: Option<String>,
 }
 
 /// The chosen wheel as the plan shows it.
@@ -95,6 +100,7 @@ impl WheelDecision {
             cuda: None,
             fetch_seconds: 0.0,
             read_seconds: 0.0,
+            unprovable: None,
         }
     }
 }
@@ -188,6 +194,7 @@ pub fn judge(wheel: &PrebuiltWheel, facts: &WheelFacts, cx: &Context) -> WheelDe
         cuda: runtime.map(|r| r.shown()),
         fetch_seconds: 0.0,
         read_seconds: 0.0,
+        unprovable: None,
     }
 }
 

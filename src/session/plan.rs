@@ -69,6 +69,10 @@ impl Session {
                 jobs: settings.jobs,
                 python: self.python.display().to_string(),
                 compile_cache: self.compile_cache_wiring(settings),
+                tools: resolve::tools::ToolPlace {
+                    dir: Some(settings.cache_dir.join("tools")),
+                    offline: settings.offline,
+                },
                 prebuilt,
             },
         );

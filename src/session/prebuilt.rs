@@ -89,19 +89,24 @@ impl Session {
                                 ),
                                 Some(w),
                             ),
-                            Ok(facts) => wheel_choice::judge(
-                                w,
-                                &facts,
-                                &Context {
-                                    recipe: r,
-                                    version: Some(&version),
-                                    archs: &self.archs,
-                                    driver: self.machine.driver_cuda.as_ref(),
-                                    toolkit: self.machine.cuda_toolkit.as_ref().map(|t| &t.version),
-                                    planned: &planned,
-                                    markers: markers.as_ref(),
-                                },
-                            ),
+                            Ok(facts) => {
+                                let mut d = wheel_choice::judge(
+                                    w,
+                                    &facts,
+                                    &Context {
+                                        recipe: r,
+                                        version: Some(&version),
+                                        archs: &self.archs,
+                                        driver: self.machine.driver_cuda.as_ref(),
+                                        toolkit: self.machine.cuda_toolkit.as_ref().map(|t| &t.version),
+                                        planned: &planned,
+                                        markers: markers.as_ref(),
+                                    },
+                                );
+                                d.unprovable =
+                                    crate::resolve::provable::driver_needed(&facts.links_driver, &self.machine);
+                                d
+                            }
                         };
                         d.fetch_seconds = fetch_seconds;
                         d.read_seconds = read.elapsed().as_secs_f64();

@@ -51,6 +51,7 @@ impl Session {
             jobs: settings.jobs,
             python: self.python.display().to_string(),
             compile_cache: None,
+            tools: Default::default(),
             prebuilt: Default::default(),
         };
         let mut out = Vec::new();

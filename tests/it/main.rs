@@ -21,6 +21,7 @@ mod prebuilt;
 mod recipe_facts;
 mod recipes;
 mod resolve;
+mod sglang;
 mod smoke;
 mod sources;
 mod stack;

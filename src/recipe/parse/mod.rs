@@ -23,6 +23,7 @@ mod runtime;
 mod source;
 #[cfg(test)]
 mod tests;
+mod tools;
 mod verify;
 mod versions;
 mod wheels;

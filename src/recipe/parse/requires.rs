@@ -46,12 +46,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Requires {
             None => cx.wrong_type(item, "an array of tables ([[requires.rule]])", "rule", "requires"),
         }
     }
-    requires.tools = cx
-        .strings(r, "tools", "requires")
-        .unwrap_or_default()
-        .into_iter()
-        .map(|t| t.value.to_string())
-        .collect();
+    super::tools::read(cx, r, &mut requires);
     requires
 }
 
