@@ -1,14 +1,18 @@
 //! Probing: what this machine and one Python interpreter really have.
 //!
-//! `machine` reads GPUs, driver and toolkit; `python` runs the embedded probe script once.
+//! `machine` reads GPUs, driver and toolkit; `python` runs the embedded probe script in one
+//! interpreter; `gather` probes an environment component by component through `cache`, whose
+//! stamps `stamp` computes.
 
 pub mod binaries;
 pub mod cache;
+pub mod gather;
 pub mod jit;
 pub mod machine;
 pub mod python;
 pub mod runtime;
 pub mod smoke;
+pub mod stamp;
 pub mod torch;
 
 pub use machine::MachineFacts;

@@ -1,5 +1,7 @@
 # kiln's interpreter probe. Run as `python -I -B -c <this>` with a JSON request on stdin:
-#   {"imports": ["torch", "flashinfer", ...]}
+#   {"imports": ["torch", "flashinfer", ...], "dists": true}
+# ("dists": false leaves the distribution list out: kiln probes the imports of each component in
+# an interpreter of its own and lists the distributions once, in another.)
 # Prints JSON lines on stdout: {"start": module} before each import, {"result": module, "outcome":
 # ...} after it (whether it ran, with the exact exception text when it did not), and last
 # {"final": ...} with the interpreter, every installed distribution and torch's ABI facts.
@@ -161,7 +163,7 @@ def main():
             "paths": paths,
             "cwd": os.getcwd(),
         },
-        "dists": dists(),
+        "dists": dists() if request.get("dists", True) else [],
         "imports": {},
     }
     for name in request.get("imports", []):

@@ -214,11 +214,21 @@ pub fn normalize(name: &str) -> String {
 /// progress lines; the probe then runs again for the imports that had not run yet, so every
 /// other component still reports.
 pub fn probe(python: &Path, imports: &[String], per_import: Duration) -> Result<PythonFacts, ProbeError> {
+    probe_as(python, imports, per_import, true)
+}
+
+/// [`probe`] without the distribution list (`dists` stays empty): the interpreter, the imports
+/// and torch's facts. `probe::gather` runs one of these per component, side by side.
+pub fn probe_imports(python: &Path, imports: &[String], per_import: Duration) -> Result<PythonFacts, ProbeError> {
+    probe_as(python, imports, per_import, false)
+}
+
+fn probe_as(python: &Path, imports: &[String], per_import: Duration, dists: bool) -> Result<PythonFacts, ProbeError> {
     let py = python.display().to_string();
     let mut results: BTreeMap<String, ImportResult> = BTreeMap::new();
     let mut remaining: Vec<String> = imports.to_vec();
     loop {
-        let run = run_once(&py, &remaining, per_import)?;
+        let run = run_once(&py, &remaining, per_import, dists)?;
         let done: Vec<String> = run.results.keys().cloned().collect();
         results.extend(run.results);
         match (run.stopped, run.final_) {
@@ -262,8 +272,8 @@ struct Run {
     final_: Option<Raw>,
 }
 
-fn run_once(py: &str, imports: &[String], per_import: Duration) -> Result<Run, ProbeError> {
-    let request = serde_json::json!({ "imports": imports }).to_string();
+fn run_once(py: &str, imports: &[String], per_import: Duration, dists: bool) -> Result<Run, ProbeError> {
+    let request = serde_json::json!({ "imports": imports, "dists": dists }).to_string();
     let mut heard = Heard {
         run: Run {
             results: BTreeMap::new(),

@@ -36,10 +36,10 @@ impl Session {
         if changed.is_empty() {
             return Ok(self.plan_with(settings, &solution, &scope, &self.assessments));
         }
-        // Prove the extra components too (a rare path: no cache).
-        let imports = resolve::status::imports_for(&self.set, &scope);
-        let assessments = match crate::probe::python::probe(&self.python, &imports, settings.import_timeout) {
-            Ok(facts) => self.assess(&facts, &scope),
+        // Prove the extra components too (through the probe cache: only they are probed).
+        let found = super::evidence::gather(settings, &self.set, &self.python, &self.machine, &self.archs, &scope);
+        let assessments = match found {
+            Ok(found) => self.assess(&found.probed.facts, &scope),
             Err(e) => {
                 return Err(Conflict {
                     because: vec![format!("cannot probe the environment again: {e}")],

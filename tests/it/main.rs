@@ -13,6 +13,7 @@ mod integrity;
 mod jit;
 mod layers;
 mod lock;
+mod probe_cache;
 mod recipes;
 mod resolve;
 mod smoke;

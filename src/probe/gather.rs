@@ -1,0 +1,348 @@
+//! The probe of one interpreter for a set of components, part by part through the probe cache:
+//! the distribution list, each component's imports, each distribution's CUDA binaries and each
+//! smoke test are taken from the cache while their stamps hold, and only the rest is probed.
+//!
+//! What is probed runs side by side: the listing in one interpreter and each component's imports
+//! in an interpreter of its own (so a component must import on its own, and a cold probe costs
+//! about its slowest import rather than the sum), at most `side_by_side` at once, the slowest
+//! first; binaries are read in the same pool. Each interpreter keeps the per-import time limit
+//! and pins an import that hangs or crashes it on its module (`probe::python`). Smoke tests run
+//! one at a time afterwards (they share the GPU).
+//!
+//! It deliberately ignores recipes: the session hands it [`Unit`]s (a component's imports, the
+//! distributions whose files decide them, its smoke test) as plain values.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::binaries::{self, Binaries};
+use super::cache::{BinariesEntry, CacheUse, Entries, ImportsEntry, ListingEntry, Probed, SmokeEntry, Sources};
+use super::python::{self, Dist, ImportResult, ProbeError, PythonFacts, TorchFacts};
+use super::smoke::{self, Script};
+use super::stamp::{self, DistFiles, Graph};
+
+/// One component as the probe sees it.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    pub name: String,
+    /// Tried in this order, in an interpreter of its own.
+    pub imports: Vec<String>,
+    /// The distributions (normalized names) whose files decide its imports: its own and those of
+    /// the components it depends on.
+    pub dists: Vec<String>,
+    pub smoke: Option<Smoke>,
+}
+
+/// A smoke test, run when the component's distribution is installed and its own imports ran.
+#[derive(Debug, Clone)]
+pub struct Smoke {
+    /// As the recipe writes it (`smoke/torch.py`).
+    pub path: String,
+    pub text: String,
+    /// Whatever else decides the result (the archs it runs for); part of the cache key.
+    pub key: String,
+    /// The component's distribution (normalized) and the imports that must have run.
+    pub dist: String,
+    pub needs: Vec<String>,
+}
+
+/// What to probe, and how.
+pub struct Request<'a> {
+    /// kiln's cache directory.
+    pub cache: &'a Path,
+    pub python: &'a Path,
+    pub units: &'a [Unit],
+    /// The distributions (normalized) whose CUDA binaries are read.
+    pub binaries: &'a [String],
+    pub per_import: Duration,
+    /// How many interpreters may run at once (the CPUs kiln may use).
+    pub side_by_side: usize,
+    /// Probe every part in scope again.
+    pub refresh: bool,
+    /// Where smoke scripts are written and run.
+    pub smoke_scratch: &'a Path,
+}
+
+enum Task<'a> {
+    Listing,
+    Imports(&'a Unit),
+    Binaries(&'a str, &'a Dist),
+}
+
+enum Done {
+    Listing(PythonFacts),
+    Imports(Answer),
+    Binaries(Binaries),
+}
+
+/// One component's imports as its interpreter answered.
+#[derive(Default)]
+struct Answer {
+    imports: BTreeMap<String, ImportResult>,
+    torch: Option<TorchFacts>,
+    seconds: f64,
+}
+
+/// Probes what the cache cannot answer for `req`, and answers the rest from it.
+pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
+    let entries = Entries::new(req.cache, req.python);
+    let fresh = if req.refresh { CacheUse::Refresh } else { CacheUse::Miss };
+    let n = req.side_by_side.max(1);
+    let mut sources = Sources {
+        distributions: CacheUse::Hit,
+        imports: BTreeMap::new(),
+        binaries: BTreeMap::new(),
+        smoke: BTreeMap::new(),
+        interpreters: 0,
+        side_by_side: n,
+    };
+    let old: BTreeMap<&str, ImportsEntry> = if req.refresh {
+        BTreeMap::new()
+    } else {
+        req.units
+            .iter()
+            .filter_map(|u| Some((u.name.as_str(), entries.imports(&u.name, &u.imports)?)))
+            .collect()
+    };
+    let estimate = |u: &Unit| {
+        old.get(u.name.as_str())
+            .map_or(1e6 + u.dists.len() as f64, |e| e.seconds)
+    };
+    let by_slowest = |units: &mut Vec<&Unit>| {
+        units.sort_by(|a, b| estimate(b).total_cmp(&estimate(a)));
+    };
+    // Imports probed now, by component.
+    let mut probed: BTreeMap<&str, Answer> = BTreeMap::new();
+
+    let cached = (!req.refresh)
+        .then(|| entries.listing())
+        .flatten()
+        .filter(|e| stamp::listing(req.python, &e.facts) == e.stamp);
+    let listing = match cached {
+        Some(e) => e,
+        None => {
+            // The listing and every component never probed, side by side; the components
+            // probed before need the listing to tell whether they changed.
+            sources.distributions = fresh;
+            let mut first: Vec<&Unit> = req
+                .units
+                .iter()
+                .filter(|u| !u.imports.is_empty() && !old.contains_key(u.name.as_str()))
+                .collect();
+            by_slowest(&mut first);
+            let mut tasks = vec![Task::Listing];
+            tasks.extend(first.iter().map(|u| Task::Imports(u)));
+            let mut facts = None;
+            for (task, done) in tasks.iter().zip(run(req, &tasks, n, &mut sources)?) {
+                match (task, done) {
+                    (_, Done::Listing(f)) => facts = Some(f),
+                    (Task::Imports(u), Done::Imports(a)) => {
+                        probed.insert(u.name.as_str(), a);
+                    }
+                    _ => {}
+                }
+            }
+            let facts = facts.ok_or_else(|| ProbeError::BadAnswer {
+                python: req.python.display().to_string(),
+                detail: "the listing did not run".into(),
+            })?;
+            let e = ListingEntry {
+                stamp: stamp::listing(req.python, &facts),
+                graph: Graph::of(&facts),
+                facts,
+            };
+            entries.put_listing(&e);
+            e
+        }
+    };
+
+    let files: Mutex<HashMap<String, DistFiles>> = Mutex::new(HashMap::new());
+    let files_of = |d: &str| -> DistFiles {
+        if let Some(f) = files.lock().unwrap().get(d) {
+            return f.clone();
+        }
+        let f = stamp::dist_files(d, listing.facts.dists.get(d));
+        files.lock().unwrap().insert(d.to_string(), f.clone());
+        f
+    };
+    let component_stamp = |u: &Unit, failed: bool| {
+        stamp::component(req.python, &listing.facts, &listing.graph, &u.dists, failed, |d| {
+            files_of(d).all
+        })
+    };
+
+    // What changed since it was probed, and what was never probed, side by side.
+    let mut again: Vec<&Unit> = Vec::new();
+    for u in req.units {
+        if probed.contains_key(u.name.as_str()) {
+            continue;
+        }
+        match old.get(u.name.as_str()) {
+            Some(e) if component_stamp(u, e.failed()) == e.stamp => {
+                if !u.imports.is_empty() {
+                    sources.imports.insert(u.name.clone(), CacheUse::Hit);
+                }
+            }
+            _ if u.imports.is_empty() => {
+                probed.insert(u.name.as_str(), Answer::default());
+            }
+            _ => again.push(u),
+        }
+    }
+    by_slowest(&mut again);
+    let mut tasks: Vec<Task> = again.iter().map(|u| Task::Imports(u)).collect();
+    let mut binaries: BTreeMap<String, Binaries> = BTreeMap::new();
+    for d in req.binaries {
+        let Some(dist) = listing.facts.dists.get(d) else {
+            continue;
+        };
+        match (!req.refresh).then(|| entries.binaries(d)).flatten() {
+            Some(e) if e.stamp == files_of(d).binaries => {
+                binaries.insert(d.clone(), e.binaries);
+                sources.binaries.insert(d.clone(), CacheUse::Hit);
+            }
+            _ => tasks.push(Task::Binaries(d, dist)),
+        }
+    }
+    for (task, done) in tasks.iter().zip(run(req, &tasks, n, &mut sources)?) {
+        match (task, done) {
+            (Task::Imports(u), Done::Imports(a)) => {
+                probed.insert(u.name.as_str(), a);
+            }
+            (Task::Binaries(d, _), Done::Binaries(b)) => {
+                let stamp = files_of(d).binaries;
+                entries.put_binaries(
+                    d,
+                    &BinariesEntry {
+                        stamp,
+                        binaries: b.clone(),
+                    },
+                );
+                binaries.insert(d.to_string(), b);
+                sources.binaries.insert(d.to_string(), fresh);
+            }
+            _ => {}
+        }
+    }
+
+    // Each component's entry as it stands now; new ones are written below, with their smoke test.
+    let mut now: BTreeMap<&str, (ImportsEntry, bool)> = BTreeMap::new();
+    for u in req.units {
+        if let Some(a) = probed.remove(u.name.as_str()) {
+            if !u.imports.is_empty() {
+                sources.imports.insert(u.name.clone(), fresh);
+            }
+            let mut e = ImportsEntry {
+                stamp: String::new(),
+                imports: a.imports,
+                torch: a.torch,
+                seconds: a.seconds,
+                smoke: None,
+            };
+            e.stamp = component_stamp(u, e.failed());
+            now.insert(u.name.as_str(), (e, true));
+        } else if let Some(e) = old.get(u.name.as_str()) {
+            now.insert(u.name.as_str(), (e.clone(), false));
+        }
+    }
+    let mut smoke = BTreeMap::new();
+    for u in req.units {
+        let (Some(s), Some((e, dirty))) = (&u.smoke, now.get_mut(u.name.as_str())) else {
+            continue;
+        };
+        if let Some(done) = e.smoke.as_ref().filter(|d| d.key == s.key) {
+            smoke.insert(u.name.clone(), done.result.clone());
+            sources.smoke.insert(u.name.clone(), CacheUse::Hit);
+            continue;
+        }
+        let runs =
+            listing.facts.dists.contains_key(&s.dist) && s.needs.iter().all(|m| e.imports.get(m).is_some_and(|i| i.ok));
+        if !runs {
+            continue;
+        }
+        let script = Script {
+            component: &u.name,
+            path: &s.path,
+            text: &s.text,
+        };
+        let result = smoke::run(req.python, &script, req.smoke_scratch, req.per_import);
+        sources.smoke.insert(u.name.clone(), fresh);
+        smoke.insert(u.name.clone(), result.clone());
+        e.smoke = Some(SmokeEntry {
+            key: s.key.clone(),
+            result,
+        });
+        *dirty = true;
+    }
+    for u in req.units {
+        if let Some((e, true)) = now.get(u.name.as_str()) {
+            entries.put_imports(&u.name, &u.imports, e);
+        }
+    }
+
+    let mut facts = listing.facts;
+    for u in req.units {
+        if let Some((e, _)) = now.get(u.name.as_str()) {
+            for (m, r) in &e.imports {
+                facts.imports.entry(m.clone()).or_insert_with(|| r.clone());
+            }
+        }
+    }
+    // torch's facts from the component that imports torch itself, else from any that did.
+    let imports_torch = |u: &&Unit| u.imports.iter().any(|m| m == "torch");
+    facts.torch = req
+        .units
+        .iter()
+        .filter(imports_torch)
+        .chain(req.units.iter())
+        .find_map(|u| now.get(u.name.as_str()).and_then(|(e, _)| e.torch.clone()));
+    Ok((Probed { facts, binaries, smoke }, sources))
+}
+
+/// Runs `tasks`, at most `n` at once, in order of the list (the slowest first); the answers
+/// come back in the same order. The first probe that gave no answer is the error.
+fn run(req: &Request, tasks: &[Task], n: usize, sources: &mut Sources) -> Result<Vec<Done>, ProbeError> {
+    sources.interpreters += tasks.iter().filter(|t| !matches!(t, Task::Binaries(..))).count();
+    let one = |t: &Task| -> Result<Done, ProbeError> {
+        let start = Instant::now();
+        Ok(match t {
+            Task::Listing => Done::Listing(python::probe(req.python, &[], req.per_import)?),
+            Task::Imports(u) => {
+                let f = python::probe_imports(req.python, &u.imports, req.per_import)?;
+                Done::Imports(Answer {
+                    imports: f.imports,
+                    torch: f.torch,
+                    seconds: start.elapsed().as_secs_f64(),
+                })
+            }
+            Task::Binaries(_, d) => Done::Binaries(binaries::scan(d)),
+        })
+    };
+    let answers: Vec<Result<Done, ProbeError>> = if n == 1 || tasks.len() <= 1 {
+        tasks.iter().map(one).collect()
+    } else {
+        let next = AtomicUsize::new(0);
+        let out: Mutex<Vec<Option<Result<Done, ProbeError>>>> = Mutex::new(tasks.iter().map(|_| None).collect());
+        std::thread::scope(|s| {
+            for _ in 0..n.min(tasks.len()) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        let Some(t) = tasks.get(i) else { break };
+                        let r = one(t);
+                        out.lock().unwrap()[i] = Some(r);
+                    }
+                });
+            }
+        });
+        out.into_inner()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.expect("every task ran"))
+            .collect()
+    };
+    answers.into_iter().collect()
+}
