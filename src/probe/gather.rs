@@ -2,17 +2,19 @@
 //! the distribution list, each component's imports, each distribution's CUDA binaries and each
 //! smoke test are taken from the cache while their stamps hold, and only the rest is probed.
 //!
-//! What is probed runs side by side: the listing in one interpreter and each component's imports
-//! in an interpreter of its own (so a component must import on its own, and a cold probe costs
-//! about its slowest import rather than the sum), at most `side_by_side` at once, the slowest
-//! first; binaries are read in the same pool. Each interpreter keeps the per-import time limit
-//! and pins an import that hangs or crashes it on its module (`probe::python`). Smoke tests run
-//! one at a time afterwards (they share the GPU).
+//! What is probed runs side by side, at most `side_by_side` interpreters at once, the slowest
+//! first: the listing in one interpreter, and with CPUs enough each component's imports in an
+//! interpreter of its own (so a cold probe costs about its slowest import, not the sum). With
+//! fewer CPUs than components, a component shares the interpreter that imports what it depends
+//! on (importing vllm imports torch anyway), so no CPU goes to importing torch twice; independent
+//! components still get interpreters of their own. Binaries are read in the same pool. Each
+//! interpreter keeps the per-import time limit and pins an import that hangs or crashes it on
+//! its module (`probe::python`). Smoke tests run one at a time afterwards (they share the GPU).
 //!
 //! It deliberately ignores recipes: the session hands it [`Unit`]s (a component's imports, the
 //! distributions whose files decide them, its smoke test) as plain values.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,7 +24,7 @@ use super::binaries::{self, Binaries};
 use super::cache::{BinariesEntry, CacheUse, Entries, ImportsEntry, ListingEntry, Probed, SmokeEntry, Sources};
 use super::python::{self, Dist, ImportResult, ProbeError, PythonFacts, TorchFacts};
 use super::smoke::{self, Script};
-use super::stamp::{self, DistFiles, Graph};
+use super::stamp::{self, Graph, Infos};
 
 /// One component as the probe sees it.
 #[derive(Debug, Clone)]
@@ -33,6 +35,9 @@ pub struct Unit {
     /// The distributions (normalized names) whose files decide its imports: its own and those of
     /// the components it depends on.
     pub dists: Vec<String>,
+    /// The components in scope it depends on (they share an interpreter with it when CPUs are
+    /// short).
+    pub after: Vec<String>,
     pub smoke: Option<Smoke>,
 }
 
@@ -68,13 +73,15 @@ pub struct Request<'a> {
 
 enum Task<'a> {
     Listing,
-    Imports(&'a Unit),
+    /// One interpreter for these components' imports, in this order.
+    Imports(Vec<&'a Unit>),
     Binaries(&'a str, &'a Dist),
 }
 
 enum Done {
-    Listing(PythonFacts),
-    Imports(Answer),
+    Listing(Box<PythonFacts>),
+    /// One answer per component of the task.
+    Imports(Vec<Answer>),
     Binaries(Binaries),
 }
 
@@ -111,36 +118,33 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
         old.get(u.name.as_str())
             .map_or(1e6 + u.dists.len() as f64, |e| e.seconds)
     };
-    let by_slowest = |units: &mut Vec<&Unit>| {
-        units.sort_by(|a, b| estimate(b).total_cmp(&estimate(a)));
-    };
     // Imports probed now, by component.
     let mut probed: BTreeMap<&str, Answer> = BTreeMap::new();
 
     let cached = (!req.refresh)
         .then(|| entries.listing())
         .flatten()
-        .filter(|e| stamp::listing(req.python, &e.facts) == e.stamp);
-    let listing = match cached {
-        Some(e) => e,
+        .map(|e| (Infos::of(&e.facts), e))
+        .filter(|(infos, e)| stamp::listing(req.python, &e.facts, infos) == e.stamp);
+    let (listing, infos) = match cached {
+        Some((infos, e)) => (e, infos),
         None => {
             // The listing and every component never probed, side by side; the components
             // probed before need the listing to tell whether they changed.
             sources.distributions = fresh;
-            let mut first: Vec<&Unit> = req
+            let first: Vec<&Unit> = req
                 .units
                 .iter()
                 .filter(|u| !u.imports.is_empty() && !old.contains_key(u.name.as_str()))
                 .collect();
-            by_slowest(&mut first);
             let mut tasks = vec![Task::Listing];
-            tasks.extend(first.iter().map(|u| Task::Imports(u)));
+            tasks.extend(groups(first, n, &estimate).into_iter().map(Task::Imports));
             let mut facts = None;
             for (task, done) in tasks.iter().zip(run(req, &tasks, n, &mut sources)?) {
                 match (task, done) {
-                    (_, Done::Listing(f)) => facts = Some(f),
-                    (Task::Imports(u), Done::Imports(a)) => {
-                        probed.insert(u.name.as_str(), a);
+                    (_, Done::Listing(f)) => facts = Some(*f),
+                    (Task::Imports(us), Done::Imports(answers)) => {
+                        probed.extend(us.iter().map(|u| u.name.as_str()).zip(answers));
                     }
                     _ => {}
                 }
@@ -149,30 +153,34 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
                 python: req.python.display().to_string(),
                 detail: "the listing did not run".into(),
             })?;
+            let infos = Infos::of(&facts);
             let e = ListingEntry {
-                stamp: stamp::listing(req.python, &facts),
+                stamp: stamp::listing(req.python, &facts, &infos),
                 graph: Graph::of(&facts),
                 facts,
             };
             entries.put_listing(&e);
-            e
+            (e, infos)
         }
     };
 
-    let files: Mutex<HashMap<String, DistFiles>> = Mutex::new(HashMap::new());
-    let files_of = |d: &str| -> DistFiles {
-        if let Some(f) = files.lock().unwrap().get(d) {
-            return f.clone();
-        }
-        let f = stamp::dist_files(d, listing.facts.dists.get(d));
-        files.lock().unwrap().insert(d.to_string(), f.clone());
-        f
+    let named: BTreeSet<String> = req
+        .units
+        .iter()
+        .flat_map(|u| u.dists.iter())
+        .chain(req.binaries)
+        .cloned()
+        .collect();
+    let files = stamp::dist_files_all(&named, &listing.facts, n);
+    let files_of = |d: &str| files.get(d).cloned().unwrap_or_else(|| stamp::dist_files(d, None));
+    let at = stamp::At {
+        facts: &listing.facts,
+        graph: &listing.graph,
+        infos: &infos,
+        files: &files,
+        base: stamp::base(req.python, &listing.graph),
     };
-    let component_stamp = |u: &Unit, failed: bool| {
-        stamp::component(req.python, &listing.facts, &listing.graph, &u.dists, failed, |d| {
-            files_of(d).all
-        })
-    };
+    let component_stamp = |u: &Unit, failed: bool| stamp::component(&at, &u.dists, failed);
 
     // What changed since it was probed, and what was never probed, side by side.
     let mut again: Vec<&Unit> = Vec::new();
@@ -192,8 +200,7 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
             _ => again.push(u),
         }
     }
-    by_slowest(&mut again);
-    let mut tasks: Vec<Task> = again.iter().map(|u| Task::Imports(u)).collect();
+    let mut tasks: Vec<Task> = groups(again, n, &estimate).into_iter().map(Task::Imports).collect();
     let mut binaries: BTreeMap<String, Binaries> = BTreeMap::new();
     for d in req.binaries {
         let Some(dist) = listing.facts.dists.get(d) else {
@@ -209,8 +216,8 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
     }
     for (task, done) in tasks.iter().zip(run(req, &tasks, n, &mut sources)?) {
         match (task, done) {
-            (Task::Imports(u), Done::Imports(a)) => {
-                probed.insert(u.name.as_str(), a);
+            (Task::Imports(us), Done::Imports(answers)) => {
+                probed.extend(us.iter().map(|u| u.name.as_str()).zip(answers));
             }
             (Task::Binaries(d, _), Done::Binaries(b)) => {
                 let stamp = files_of(d).binaries;
@@ -309,14 +316,21 @@ fn run(req: &Request, tasks: &[Task], n: usize, sources: &mut Sources) -> Result
     let one = |t: &Task| -> Result<Done, ProbeError> {
         let start = Instant::now();
         Ok(match t {
-            Task::Listing => Done::Listing(python::probe(req.python, &[], req.per_import)?),
-            Task::Imports(u) => {
-                let f = python::probe_imports(req.python, &u.imports, req.per_import)?;
-                Done::Imports(Answer {
-                    imports: f.imports,
-                    torch: f.torch,
-                    seconds: start.elapsed().as_secs_f64(),
-                })
+            Task::Listing => Done::Listing(Box::new(python::probe(req.python, &[], req.per_import)?)),
+            Task::Imports(us) => {
+                let mut imports: Vec<String> = Vec::new();
+                for m in us.iter().flat_map(|u| u.imports.iter()) {
+                    if !imports.contains(m) {
+                        imports.push(m.clone());
+                    }
+                }
+                let f = python::probe_imports(req.python, &imports, req.per_import)?;
+                let wall = start.elapsed().as_secs_f64();
+                Done::Imports(
+                    us.iter()
+                        .map(|u| answer(u, &f, (us.len() == 1).then_some(wall)))
+                        .collect(),
+                )
             }
             Task::Binaries(_, d) => Done::Binaries(binaries::scan(d)),
         })
@@ -345,4 +359,96 @@ fn run(req: &Request, tasks: &[Task], n: usize, sources: &mut Sources) -> Result
             .collect()
     };
     answers.into_iter().collect()
+}
+
+/// Unit `u`'s part of what an interpreter answered: its imports, and torch's facts when it
+/// imports torch or depends on it; `wall` is the interpreter's time when it probed `u` alone.
+fn answer(u: &Unit, f: &PythonFacts, wall: Option<f64>) -> Answer {
+    let imports: BTreeMap<String, ImportResult> = u
+        .imports
+        .iter()
+        .filter_map(|m| Some((m.clone(), f.imports.get(m)?.clone())))
+        .collect();
+    let torch_is_its = u.imports.iter().any(|m| m == "torch") || u.dists.iter().any(|d| d == "torch");
+    Answer {
+        seconds: wall.unwrap_or_else(|| imports.values().map(|i| i.seconds).sum()),
+        imports,
+        torch: f.torch.clone().filter(|_| torch_is_its),
+    }
+}
+
+/// The interpreters for `units` (in dependency order), at most `n`, the slowest first: each
+/// component alone when there are CPUs enough; else a component joins the interpreter that
+/// already imports most of what it depends on (its imports would import them again anyway),
+/// and one that depends on none of them starts a new interpreter while there is room, or joins
+/// the least loaded.
+fn groups<'a>(units: Vec<&'a Unit>, n: usize, estimate: &dyn Fn(&Unit) -> f64) -> Vec<Vec<&'a Unit>> {
+    let mut gs: Vec<(Vec<&'a Unit>, f64)> = Vec::new();
+    let alone = units.len() <= n;
+    for u in units {
+        let shares = |g: &[&Unit]| g.iter().filter(|x| u.after.contains(&x.name)).count();
+        let least = |gs: &[(Vec<&Unit>, f64)]| (0..gs.len()).min_by(|&a, &b| gs[a].1.total_cmp(&gs[b].1));
+        let best = (0..gs.len()).filter(|&i| shares(&gs[i].0) > 0).max_by(|&a, &b| {
+            shares(&gs[a].0)
+                .cmp(&shares(&gs[b].0))
+                .then(gs[b].1.total_cmp(&gs[a].1))
+        });
+        let i = match best {
+            Some(i) if !alone => i,
+            _ if alone || gs.len() < n => {
+                gs.push((Vec::new(), 0.0));
+                gs.len() - 1
+            }
+            _ => least(&gs).unwrap_or(0),
+        };
+        gs[i].0.push(u);
+        gs[i].1 += estimate(u);
+    }
+    gs.sort_by(|a, b| b.1.total_cmp(&a.1));
+    gs.into_iter().map(|(g, _)| g).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(name: &str, after: &[&str]) -> Unit {
+        Unit {
+            name: name.into(),
+            imports: vec![name.into()],
+            dists: Vec::new(),
+            after: after.iter().map(|s| s.to_string()).collect(),
+            smoke: None,
+        }
+    }
+
+    fn names(gs: &[Vec<&Unit>]) -> Vec<Vec<String>> {
+        gs.iter().map(|g| g.iter().map(|u| u.name.clone()).collect()).collect()
+    }
+
+    #[test]
+    fn each_component_alone_with_cpus_enough_else_with_what_it_depends_on() {
+        // Dependency order, as a session's scope is.
+        let units = [
+            unit("cutlass", &[]),
+            unit("torch", &[]),
+            unit("flashinfer", &["torch", "cutlass"]),
+            unit("vllm", &["torch", "flashinfer", "cutlass"]),
+            unit("router", &[]),
+        ];
+        let all: Vec<&Unit> = units.iter().collect();
+        let one = |_: &Unit| 1.0;
+        assert_eq!(names(&groups(all.clone(), 5, &one)).len(), 5);
+        assert_eq!(
+            names(&groups(all.clone(), 3, &one)),
+            [vec!["torch", "flashinfer", "vllm"], vec!["cutlass"], vec!["router"]]
+        );
+        assert_eq!(
+            names(&groups(all.clone(), 1, &one)),
+            [vec!["cutlass", "torch", "flashinfer", "vllm", "router"]]
+        );
+        // Known times: the slowest interpreter starts first.
+        let slow_torch = |u: &Unit| if u.name == "torch" { 9.0 } else { 1.0 };
+        assert_eq!(names(&groups(all, 5, &slow_torch))[0], ["torch"]);
+    }
 }

@@ -18,7 +18,7 @@
 //! (a module dropped in by hand shows up only through the site directory, and only for failed
 //! imports) and in-place edits of the files of `Requires-Dist` dependencies that no recipe names.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -39,19 +39,20 @@ impl Stamp {
 
     /// Adds `path` as it is now (a path that does not exist counts as such).
     pub fn path(&mut self, path: &Path) {
-        let meta = std::fs::metadata(path).ok();
-        self.file(&path.to_string_lossy(), meta.as_ref());
+        let meta = std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size()));
+        self.file(&path.to_string_lossy(), meta);
     }
 
     /// Adds a file already looked at, under the name `rel`.
-    fn file(&mut self, rel: &str, meta: Option<&std::fs::Metadata>) {
+    fn file(&mut self, rel: &str, meta: Option<(i64, u64)>) {
         self.0.update([0u8]);
         self.0.update(rel.as_bytes());
         match meta {
-            Some(m) => {
-                self.0
-                    .update((m.mtime() * 1_000_000_000 + m.mtime_nsec()).to_le_bytes());
-                self.0.update(m.size().to_le_bytes());
+            Some((mtime, size)) => {
+                self.0.update(mtime.to_le_bytes());
+                self.0.update(size.to_le_bytes());
             }
             None => self.0.update(b"-"),
         }
@@ -96,8 +97,37 @@ fn interpreter(s: &mut Stamp, python: &Path) {
     }
 }
 
+/// The modification time and size of each distribution's dist-info directory, by name: one
+/// `stat` each per run, shared by the listing's stamp and the components'.
+pub struct Infos(HashMap<String, String>);
+
+impl Infos {
+    pub fn of(facts: &PythonFacts) -> Infos {
+        Infos(
+            facts
+                .dists
+                .iter()
+                .map(|(name, d)| {
+                    let stat = match &d.dist_info {
+                        Some(info) => match std::fs::metadata(info) {
+                            Ok(m) => format!("{info} {} {}", m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size()),
+                            Err(_) => format!("{info} -"),
+                        },
+                        None => "no dist-info".to_string(),
+                    };
+                    (name.clone(), stat)
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, name: &str) -> &str {
+        self.0.get(name).map_or("absent", String::as_str)
+    }
+}
+
 /// The stamp of the interpreter's listing: see the module documentation.
-pub fn listing(python: &Path, facts: &PythonFacts) -> String {
+pub fn listing(python: &Path, facts: &PythonFacts, infos: &Infos) -> String {
     let mut s = Stamp::new("listing");
     interpreter(&mut s, python);
     let sites = site_dirs(facts);
@@ -107,11 +137,9 @@ pub fn listing(python: &Path, facts: &PythonFacts) -> String {
     for pth in pth_files(&sites) {
         s.path(&pth);
     }
-    for d in facts.dists.values() {
-        match &d.dist_info {
-            Some(info) => s.path(Path::new(info)),
-            None => s.text(&d.name),
-        }
+    for name in facts.dists.keys() {
+        s.text(name);
+        s.text(infos.get(name));
     }
     s.finish()
 }
@@ -146,38 +174,90 @@ pub fn dist_files(name: &str, dist: Option<&Dist>) -> DistFiles {
     let mut bin = Stamp::new("binaries");
     all.text(name);
     bin.text(name);
-    if let Some(d) = dist {
-        all.text(&d.version);
-        bin.text(&d.version);
-        if let Some(info) = &d.dist_info {
-            let info = Path::new(info);
-            for s in [&mut all, &mut bin] {
-                s.path(info);
-                s.path(&info.join("RECORD"));
-            }
+    let Some(d) = dist else {
+        all.text("absent");
+        bin.text("absent");
+        return DistFiles {
+            all: all.finish(),
+            binaries: bin.finish(),
+        };
+    };
+    all.text(&d.version);
+    bin.text(&d.version);
+    if let Some(info) = &d.dist_info {
+        let info = Path::new(info);
+        for s in [&mut all, &mut bin] {
+            s.path(info);
+            s.path(&info.join("RECORD"));
         }
-        if let Some((loc, record)) = record_paths(d) {
-            for rel in record.lines().map(record_path) {
-                let so = is_so(rel);
-                if so || rel.ends_with(".py") || rel.ends_with(".pth") {
-                    let p = loc.join(rel);
-                    // One stat for both digests.
-                    let meta = std::fs::metadata(&p).ok();
-                    all.file(rel, meta.as_ref());
-                    if so {
-                        bin.file(rel, meta.as_ref());
-                    }
+    }
+    if let Some((loc, record)) = record_paths(d) {
+        // Relative to the directory the RECORD is relative to: the kernel walks only the
+        // package's part of each path (most of the time of a warm run goes to these).
+        let base = std::fs::File::open(&loc).ok();
+        for rel in record.lines().map(record_path) {
+            let so = is_so(rel);
+            if so || rel.ends_with(".py") || rel.ends_with(".pth") {
+                // One stat for both digests.
+                let meta = match &base {
+                    Some(dir) => stat_at(dir, rel),
+                    None => std::fs::metadata(loc.join(rel))
+                        .ok()
+                        .map(|m| (m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size())),
+                };
+                all.file(rel, meta);
+                if so {
+                    bin.file(rel, meta);
                 }
             }
         }
-    } else {
-        all.text("absent");
-        bin.text("absent");
     }
     DistFiles {
         all: all.finish(),
         binaries: bin.finish(),
     }
+}
+
+/// `fstatat(2)` of `rel` under the open directory `dir`: (mtime in ns, size).
+fn stat_at(dir: &std::fs::File, rel: &str) -> Option<(i64, u64)> {
+    use std::os::fd::AsRawFd;
+    let c = std::ffi::CString::new(rel).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `c` is a NUL-terminated path, `st` a buffer the kernel fills on success only.
+    let r = unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), 0) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: fstatat returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    Some((st.st_mtime * 1_000_000_000 + st.st_mtime_nsec, st.st_size as u64))
+}
+
+/// The digests of the files of each of `names`, read side by side on up to `threads` threads
+/// (the large distributions dominate: torch, vllm and flashinfer list thousands of files).
+pub fn dist_files_all(names: &BTreeSet<String>, facts: &PythonFacts, threads: usize) -> HashMap<String, DistFiles> {
+    let names: Vec<&String> = names.iter().collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out = std::sync::Mutex::new(HashMap::new());
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(name) = names.get(i) else { break };
+            let f = dist_files(name, facts.dists.get(*name));
+            out.lock().unwrap().insert((*name).clone(), f);
+        }
+    };
+    let threads = threads.clamp(1, names.len().max(1));
+    if threads == 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(work);
+            }
+        });
+    }
+    out.into_inner().unwrap()
 }
 
 /// What the listing knows that stamps need, worked out once per listing: each distribution's
@@ -236,31 +316,45 @@ impl Graph {
     }
 }
 
-/// The stamp of a component's imports: see the module documentation. `files` gives the digest
-/// of one distribution's files (memoized by the caller: components share distributions).
-pub fn component(
-    python: &Path,
-    facts: &PythonFacts,
-    graph: &Graph,
-    dists: &[String],
-    failed: bool,
-    mut files: impl FnMut(&str) -> String,
-) -> String {
-    let mut s = Stamp::new("component");
+/// What every component's stamp is computed from, once per run.
+pub struct At<'a> {
+    pub facts: &'a PythonFacts,
+    pub graph: &'a Graph,
+    pub infos: &'a Infos,
+    /// The digests of the files of every distribution components name ([`dist_files_all`]).
+    pub files: &'a HashMap<String, DistFiles>,
+    /// The interpreter and the `.pth` files no distribution owns ([`base`]).
+    pub base: String,
+}
+
+/// The part every component's stamp shares: the interpreter and the unowned `.pth` files.
+pub fn base(python: &Path, graph: &Graph) -> String {
+    let mut s = Stamp::new("base");
     interpreter(&mut s, python);
     for pth in &graph.unowned_pth {
         s.path(Path::new(pth));
     }
+    s.finish()
+}
+
+/// The stamp of a component's imports: see the module documentation.
+pub fn component(at: &At, dists: &[String], failed: bool) -> String {
+    let At {
+        facts,
+        graph,
+        infos,
+        files,
+        base,
+    } = at;
+    let mut s = Stamp::new("component");
+    s.text(base);
     for d in dists {
         s.text(d);
-        s.text(&files(d));
+        s.text(files.get(d).map_or("?", |f| f.all.as_str()));
     }
     for d in graph.required_by(dists) {
         s.text(&d);
-        match facts.dists.get(&d).and_then(|x| x.dist_info.as_deref()) {
-            Some(info) => s.path(Path::new(info)),
-            None => s.text("absent"),
-        }
+        s.text(infos.get(&d));
     }
     if failed {
         for site in site_dirs(facts) {

@@ -73,11 +73,12 @@ pub(super) fn gather(
 fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<String>) -> Unit {
     let imports = resolve::status::imports_for(set, &[(r.name.clone(), Vec::new())]);
     let every_feature = vec![(r.name.clone(), r.features.keys().cloned().collect())];
-    let mut dists: Vec<String> = set
-        .closure(&every_feature)
+    let closure = set.closure(&every_feature);
+    let mut dists: Vec<String> = closure
         .iter()
         .filter_map(|(n, _)| set.get(n)?.dist.as_deref().map(probe::normalize))
         .collect();
+    let after = closure.into_iter().map(|(n, _)| n).filter(|n| *n != r.name).collect();
     dists.sort();
     dists.dedup();
     let smoke = smoke_archs.and_then(|archs| {
@@ -94,6 +95,7 @@ fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<String>) -> Unit {
         name: r.name.clone(),
         imports,
         dists,
+        after,
         smoke,
     }
 }
