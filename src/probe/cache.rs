@@ -63,6 +63,9 @@ pub(super) struct ImportsEntry {
     pub torch: Option<TorchFacts>,
     /// How long the interpreter took, to start the slowest first next time.
     pub seconds: f64,
+    /// The files its imports loaded, one per line (what its stamp covers).
+    #[serde(default)]
+    pub files: String,
     #[serde(default)]
     pub smoke: Option<SmokeEntry>,
 }
@@ -83,6 +86,8 @@ pub(super) struct SmokeEntry {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct BinariesEntry {
     pub stamp: String,
+    /// The shared objects read, one per line.
+    pub files: String,
     pub binaries: Binaries,
 }
 

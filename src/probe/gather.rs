@@ -91,6 +91,8 @@ struct Answer {
     imports: BTreeMap<String, ImportResult>,
     torch: Option<TorchFacts>,
     seconds: f64,
+    /// What the interpreter loaded up to its last import (sorted).
+    files: Vec<String>,
 }
 
 /// Probes what the cache cannot answer for `req`, and answers the rest from it.
@@ -164,23 +166,30 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
         }
     };
 
-    let named: BTreeSet<String> = req
-        .units
-        .iter()
-        .flat_map(|u| u.dists.iter())
-        .chain(req.binaries)
-        .cloned()
+    // Every file the entries name, looked up once, side by side.
+    let old_binaries: BTreeMap<&str, BinariesEntry> = if req.refresh {
+        BTreeMap::new()
+    } else {
+        req.binaries
+            .iter()
+            .filter(|d| listing.facts.dists.contains_key(*d))
+            .filter_map(|d| Some((d.as_str(), entries.binaries(d)?)))
+            .collect()
+    };
+    let named: BTreeSet<&str> = old
+        .values()
+        .flat_map(|e| e.files.lines())
+        .chain(old_binaries.values().flat_map(|e| e.files.lines()))
         .collect();
-    let files = stamp::dist_files_all(&named, &listing.facts, n);
-    let files_of = |d: &str| files.get(d).cloned().unwrap_or_else(|| stamp::dist_files(d, None));
+    let stats = stamp::Stats::of(named, n);
     let at = stamp::At {
         facts: &listing.facts,
         graph: &listing.graph,
         infos: &infos,
-        files: &files,
+        stats: &stats,
         base: stamp::base(req.python, &listing.graph),
     };
-    let component_stamp = |u: &Unit, failed: bool| stamp::component(&at, &u.dists, failed);
+    let component_stamp = |u: &Unit, files: &str, failed: bool| stamp::component(&at, &u.dists, files.lines(), failed);
 
     // What changed since it was probed, and what was never probed, side by side.
     let mut again: Vec<&Unit> = Vec::new();
@@ -189,7 +198,7 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
             continue;
         }
         match old.get(u.name.as_str()) {
-            Some(e) if component_stamp(u, e.failed()) == e.stamp => {
+            Some(e) if component_stamp(u, &e.files, e.failed()) == e.stamp => {
                 if !u.imports.is_empty() {
                     sources.imports.insert(u.name.clone(), CacheUse::Hit);
                 }
@@ -206,9 +215,12 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
         let Some(dist) = listing.facts.dists.get(d) else {
             continue;
         };
-        match (!req.refresh).then(|| entries.binaries(d)).flatten() {
-            Some(e) if e.stamp == files_of(d).binaries => {
-                binaries.insert(d.clone(), e.binaries);
+        match old_binaries.get(d.as_str()) {
+            Some(e)
+                if e.stamp
+                    == stamp::binaries(dist, &e.files.lines().map(str::to_string).collect::<Vec<_>>(), &stats) =>
+            {
+                binaries.insert(d.clone(), e.binaries.clone());
                 sources.binaries.insert(d.clone(), CacheUse::Hit);
             }
             _ => tasks.push(Task::Binaries(d, dist)),
@@ -219,12 +231,13 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
             (Task::Imports(us), Done::Imports(answers)) => {
                 probed.extend(us.iter().map(|u| u.name.as_str()).zip(answers));
             }
-            (Task::Binaries(d, _), Done::Binaries(b)) => {
-                let stamp = files_of(d).binaries;
+            (Task::Binaries(d, dist), Done::Binaries(b)) => {
+                let files = stamp::shared_objects(dist);
                 entries.put_binaries(
                     d,
                     &BinariesEntry {
-                        stamp,
+                        stamp: stamp::binaries(dist, &files, &stats),
+                        files: files.join("\n"),
                         binaries: b.clone(),
                     },
                 );
@@ -247,9 +260,10 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
                 imports: a.imports,
                 torch: a.torch,
                 seconds: a.seconds,
+                files: a.files.join("\n"),
                 smoke: None,
             };
-            e.stamp = component_stamp(u, e.failed());
+            e.stamp = component_stamp(u, &e.files, e.failed());
             now.insert(u.name.as_str(), (e, true));
         } else if let Some(e) = old.get(u.name.as_str()) {
             now.insert(u.name.as_str(), (e.clone(), false));
@@ -326,11 +340,8 @@ fn run(req: &Request, tasks: &[Task], n: usize, sources: &mut Sources) -> Result
                 }
                 let f = python::probe_imports(req.python, &imports, req.per_import)?;
                 let wall = start.elapsed().as_secs_f64();
-                Done::Imports(
-                    us.iter()
-                        .map(|u| answer(u, &f, (us.len() == 1).then_some(wall)))
-                        .collect(),
-                )
+                let wall = (us.len() == 1).then_some(wall);
+                Done::Imports(us.iter().map(|u| answer(u, &imports, &f, wall)).collect())
             }
             Task::Binaries(_, d) => Done::Binaries(binaries::scan(d)),
         })
@@ -361,9 +372,17 @@ fn run(req: &Request, tasks: &[Task], n: usize, sources: &mut Sources) -> Result
     answers.into_iter().collect()
 }
 
-/// Unit `u`'s part of what an interpreter answered: its imports, and torch's facts when it
-/// imports torch or depends on it; `wall` is the interpreter's time when it probed `u` alone.
-fn answer(u: &Unit, f: &PythonFacts, wall: Option<f64>) -> Answer {
+/// Unit `u`'s part of what an interpreter answered, having tried `order`: its imports, the
+/// files loaded up to its last import (what came before in the same interpreter may have
+/// decided it), and torch's facts when it imports torch or depends on it; `wall` is the
+/// interpreter's time when it probed `u` alone.
+fn answer(u: &Unit, order: &[String], f: &PythonFacts, wall: Option<f64>) -> Answer {
+    let last = order.iter().rposition(|m| u.imports.contains(m)).map_or(0, |i| i + 1);
+    let files: BTreeSet<&str> = order[..last]
+        .iter()
+        .filter_map(|m| f.imports.get(m))
+        .flat_map(|r| r.loaded.iter().map(String::as_str))
+        .collect();
     let imports: BTreeMap<String, ImportResult> = u
         .imports
         .iter()
@@ -374,6 +393,7 @@ fn answer(u: &Unit, f: &PythonFacts, wall: Option<f64>) -> Answer {
         seconds: wall.unwrap_or_else(|| imports.values().map(|i| i.seconds).sum()),
         imports,
         torch: f.torch.clone().filter(|_| torch_is_its),
+        files: files.into_iter().map(str::to_string).collect(),
     }
 }
 

@@ -116,6 +116,10 @@ pub struct ImportResult {
     /// SIGINT) ended the interpreter.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub killed: bool,
+    /// The files this import loaded (or ran through, when it failed), as the probe reported
+    /// them: what the probe cache stamps the import by. Read, never written out.
+    #[serde(default, skip_serializing)]
+    pub loaded: Vec<String>,
 }
 
 /// Everything the probe learnt.
@@ -257,6 +261,7 @@ fn probe_as(python: &Path, imports: &[String], per_import: Duration, dists: bool
                     error_module: None,
                     error_file: None,
                     killed,
+                    loaded: Vec::new(),
                 };
                 results.insert(module.clone(), failed);
                 remaining.retain(|m| *m != module && !done.contains(m));

@@ -1,22 +1,23 @@
-//! Stamps: digests of the modification time and size of the files a probed fact depends on, so
-//! that the probe cache can tell, by `stat` alone, whether the fact may have changed.
+//! Stamps: digests of the modification time and size of what a probed fact depends on, so that
+//! the probe cache can tell, by `stat` alone, whether the fact may have changed.
 //!
-//! Three kinds, from coarse to fine:
+//! Three kinds:
 //! - the **listing** (interpreter and distributions): the interpreter binary, the site
 //!   directories (a distribution installed or removed changes them), every `.pth` file in them
 //!   and every distribution's dist-info directory (kiln writing `kiln.json` changes it);
-//! - a **distribution's files**: its dist-info directory, its `RECORD`, and each `.py`, `.so` and
-//!   `.pth` file the `RECORD` lists (with a second digest over the `.so` files alone, for the CUDA
-//!   binaries);
-//! - a **component** (its imports): the interpreter, the `.pth` files no distribution owns
-//!   (they run at every start-up), the files of each distribution of the component and of the
-//!   components it depends on, the dist-info directory of each distribution those require
-//!   (`Requires-Dist`, transitively: an upgrade of numpy reaches torch), and — when an import
-//!   failed — the site directories, so that any install retries it.
+//! - a **component** (its imports): the interpreter, `LD_LIBRARY_PATH` and `LD_PRELOAD`, the
+//!   `.pth` files no distribution owns (they run at every start-up), the dist-info directory of
+//!   each distribution of the component and of the components it depends on and of each
+//!   distribution those require (`Requires-Dist`, transitively: an upgrade of numpy reaches
+//!   torch), every file its imports loaded (module sources and mapped shared objects, as the
+//!   probe reported them; for a failed import, the files it ran through), and — when an import
+//!   failed — the site directories, so that any install retries it;
+//! - a distribution's **CUDA binaries**: its dist-info directory, `RECORD`, and each shared
+//!   object the `RECORD` lists.
 //!
-//! It deliberately ignores file contents (mtime + size, as make does), files no `RECORD` lists
-//! (a module dropped in by hand shows up only through the site directory, and only for failed
-//! imports) and in-place edits of the files of `Requires-Dist` dependencies that no recipe names.
+//! A warm run reads no `RECORD`: the files are listed in the cache entries. It deliberately
+//! ignores file contents (mtime + size, as make does), the standard library (it goes with the
+//! interpreter), and files an import reads as data.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
@@ -144,15 +145,6 @@ pub fn listing(python: &Path, facts: &PythonFacts, infos: &Infos) -> String {
     s.finish()
 }
 
-/// One distribution's files, as digests.
-#[derive(Debug, Clone)]
-pub struct DistFiles {
-    /// The dist-info directory, `RECORD` and every `.py`, `.so` and `.pth` file it lists.
-    pub all: String,
-    /// The dist-info directory, `RECORD` and the shared objects alone.
-    pub binaries: String,
-}
-
 fn record_paths(dist: &Dist) -> Option<(PathBuf, String)> {
     let (info, loc) = (dist.dist_info.as_ref()?, dist.location.as_ref()?);
     let record = std::fs::read_to_string(Path::new(info).join("RECORD")).ok()?;
@@ -164,100 +156,72 @@ fn record_path(line: &str) -> &str {
     line.split(',').next().unwrap_or("").trim_matches('"')
 }
 
-fn is_so(rel: &str) -> bool {
-    rel.ends_with(".so") || rel.contains(".so.")
+/// The shared objects `dist`'s `RECORD` lists (what `probe::binaries::scan` reads).
+pub fn shared_objects(dist: &Dist) -> Vec<String> {
+    let Some((loc, record)) = record_paths(dist) else {
+        return Vec::new();
+    };
+    record
+        .lines()
+        .map(record_path)
+        .filter(|rel| rel.ends_with(".so") || rel.contains(".so."))
+        .map(|rel| loc.join(rel).display().to_string())
+        .collect()
 }
 
-/// The digests of `name`'s files (`None`: not installed).
-pub fn dist_files(name: &str, dist: Option<&Dist>) -> DistFiles {
-    let mut all = Stamp::new("dist");
-    let mut bin = Stamp::new("binaries");
-    all.text(name);
-    bin.text(name);
-    let Some(d) = dist else {
-        all.text("absent");
-        bin.text("absent");
-        return DistFiles {
-            all: all.finish(),
-            binaries: bin.finish(),
+/// The stamp of `dist`'s CUDA binaries, `files` being its shared objects.
+pub fn binaries(dist: &Dist, files: &[String], stats: &Stats) -> String {
+    let mut s = Stamp::new("binaries");
+    s.text(&dist.name);
+    s.text(&dist.version);
+    if let Some(info) = &dist.dist_info {
+        s.path(Path::new(info));
+        s.path(&Path::new(info).join("RECORD"));
+    }
+    for f in files {
+        s.file(f, stats.get(f));
+    }
+    s.finish()
+}
+
+/// A file's modification time (ns) and size; `None` when it does not exist.
+type FileState = Option<(i64, u64)>;
+
+/// The modification time and size of many files, looked up once per run.
+pub struct Stats(HashMap<String, FileState>);
+
+impl Stats {
+    /// Stats `paths` side by side on up to `threads` threads.
+    pub fn of(paths: BTreeSet<&str>, threads: usize) -> Stats {
+        let paths: Vec<&str> = paths.into_iter().collect();
+        let chunk = paths.len().div_ceil(threads.max(1)).max(256);
+        let parts: Vec<Vec<(String, FileState)>> = if paths.len() <= chunk {
+            vec![paths.iter().map(|p| (p.to_string(), stat(p))).collect()]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = paths
+                    .chunks(chunk)
+                    .map(|c| s.spawn(move || c.iter().map(|p| (p.to_string(), stat(p))).collect()))
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            })
         };
-    };
-    all.text(&d.version);
-    bin.text(&d.version);
-    if let Some(info) = &d.dist_info {
-        let info = Path::new(info);
-        for s in [&mut all, &mut bin] {
-            s.path(info);
-            s.path(&info.join("RECORD"));
-        }
+        Stats(parts.into_iter().flatten().collect())
     }
-    if let Some((loc, record)) = record_paths(d) {
-        // Relative to the directory the RECORD is relative to: the kernel walks only the
-        // package's part of each path (most of the time of a warm run goes to these).
-        let base = std::fs::File::open(&loc).ok();
-        for rel in record.lines().map(record_path) {
-            let so = is_so(rel);
-            if so || rel.ends_with(".py") || rel.ends_with(".pth") {
-                // One stat for both digests.
-                let meta = match &base {
-                    Some(dir) => stat_at(dir, rel),
-                    None => std::fs::metadata(loc.join(rel))
-                        .ok()
-                        .map(|m| (m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size())),
-                };
-                all.file(rel, meta);
-                if so {
-                    bin.file(rel, meta);
-                }
-            }
+
+    /// The file's state: from the run's lookups, else looked up now.
+    fn get(&self, path: &str) -> FileState {
+        match self.0.get(path) {
+            Some(s) => *s,
+            None => stat(path),
         }
-    }
-    DistFiles {
-        all: all.finish(),
-        binaries: bin.finish(),
     }
 }
 
-/// `fstatat(2)` of `rel` under the open directory `dir`: (mtime in ns, size).
-fn stat_at(dir: &std::fs::File, rel: &str) -> Option<(i64, u64)> {
-    use std::os::fd::AsRawFd;
-    let c = std::ffi::CString::new(rel).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `c` is a NUL-terminated path, `st` a buffer the kernel fills on success only.
-    let r = unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), 0) };
-    if r != 0 {
-        return None;
-    }
-    // SAFETY: fstatat returned 0, so it filled `st`.
-    let st = unsafe { st.assume_init() };
-    Some((st.st_mtime * 1_000_000_000 + st.st_mtime_nsec, st.st_size as u64))
-}
-
-/// The digests of the files of each of `names`, read side by side on up to `threads` threads
-/// (the large distributions dominate: torch, vllm and flashinfer list thousands of files).
-pub fn dist_files_all(names: &BTreeSet<String>, facts: &PythonFacts, threads: usize) -> HashMap<String, DistFiles> {
-    let names: Vec<&String> = names.iter().collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let out = std::sync::Mutex::new(HashMap::new());
-    let work = || {
-        loop {
-            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(name) = names.get(i) else { break };
-            let f = dist_files(name, facts.dists.get(*name));
-            out.lock().unwrap().insert((*name).clone(), f);
-        }
-    };
-    let threads = threads.clamp(1, names.len().max(1));
-    if threads == 1 {
-        work();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(work);
-            }
-        });
-    }
-    out.into_inner().unwrap()
+fn stat(path: &str) -> FileState {
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size()))
 }
 
 /// What the listing knows that stamps need, worked out once per listing: each distribution's
@@ -321,43 +285,41 @@ pub struct At<'a> {
     pub facts: &'a PythonFacts,
     pub graph: &'a Graph,
     pub infos: &'a Infos,
-    /// The digests of the files of every distribution components name ([`dist_files_all`]).
-    pub files: &'a HashMap<String, DistFiles>,
-    /// The interpreter and the `.pth` files no distribution owns ([`base`]).
+    /// The files the components' entries list, looked up once.
+    pub stats: &'a Stats,
+    /// The interpreter, the loader's variables and the `.pth` files no distribution owns
+    /// ([`base`]).
     pub base: String,
 }
 
-/// The part every component's stamp shares: the interpreter and the unowned `.pth` files.
+/// The part every component's stamp shares: the interpreter, the variables that decide where
+/// shared objects are found, and the unowned `.pth` files.
 pub fn base(python: &Path, graph: &Graph) -> String {
     let mut s = Stamp::new("base");
     interpreter(&mut s, python);
+    for var in ["LD_LIBRARY_PATH", "LD_PRELOAD"] {
+        s.text(&format!("{var}={}", std::env::var(var).unwrap_or_default()));
+    }
     for pth in &graph.unowned_pth {
         s.path(Path::new(pth));
     }
     s.finish()
 }
 
-/// The stamp of a component's imports: see the module documentation.
-pub fn component(at: &At, dists: &[String], failed: bool) -> String {
-    let At {
-        facts,
-        graph,
-        infos,
-        files,
-        base,
-    } = at;
+/// The stamp of a component's imports: see the module documentation. `dists` are the
+/// distributions of it and of what it depends on, `files` what its imports loaded.
+pub fn component<'f>(at: &At, dists: &[String], files: impl Iterator<Item = &'f str>, failed: bool) -> String {
     let mut s = Stamp::new("component");
-    s.text(base);
-    for d in dists {
-        s.text(d);
-        s.text(files.get(d).map_or("?", |f| f.all.as_str()));
-    }
-    for d in graph.required_by(dists) {
+    s.text(&at.base);
+    for d in dists.iter().cloned().chain(at.graph.required_by(dists)) {
         s.text(&d);
-        s.text(infos.get(&d));
+        s.text(at.infos.get(&d));
+    }
+    for f in files {
+        s.file(f, at.stats.get(f));
     }
     if failed {
-        for site in site_dirs(facts) {
+        for site in site_dirs(at.facts) {
             s.path(&site);
         }
     }

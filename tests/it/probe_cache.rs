@@ -1,6 +1,6 @@
 //! The probe cache per component, on real venvs and real interpreters: a new target set probes
-//! only the components never probed, a changed file re-probes only its component (and what
-//! depends on it), and a cold probe runs each component's imports in an interpreter of its own,
+//! only the components never probed, a changed file re-probes only the components whose imports
+//! loaded it, a new version of a required distribution only its dependents, and a cold probe runs each component's imports in an interpreter of its own,
 //! side by side, still pinning an import that crashes or hangs on its module.
 
 use std::path::{Path, PathBuf};
@@ -55,6 +55,11 @@ fn a_new_target_set_probes_only_what_was_never_probed_and_a_change_only_its_comp
     stand_in(py, scratch, "kiln-alpha", "1.0", "kiln_alpha", &[]);
     stand_in(py, scratch, "kiln-beta", "1.0", "kiln_beta", &["kiln-alpha"]);
     stand_in(py, scratch, "kiln-gamma", "1.0", "kiln_gamma", &["kiln-helper"]);
+    // beta's module imports alpha's, as a real dependent does.
+    let site = w.site_packages();
+    let beta = site.join("kiln_beta/__init__.py");
+    let text = std::fs::read_to_string(&beta).unwrap();
+    std::fs::write(&beta, format!("import kiln_alpha\n{text}")).unwrap();
     let recipes = scratch.join("units");
     std::fs::create_dir(&recipes).unwrap();
     recipe(&recipes, "alpha", "kiln-alpha", "kiln_alpha", &[]);
@@ -63,6 +68,8 @@ fn a_new_target_set_probes_only_what_was_never_probed_and_a_change_only_its_comp
     let (wrapper, log) = logged_python(&w);
     let doctor = |targets: &[&str]| -> Value {
         let out = crate::common::kiln_bare()
+            // CPUs enough for an interpreter per component, whatever this machine has.
+            .env("KILN_CPUS", "8")
             .arg("--recipes")
             .arg(&recipes)
             .arg("--python")
@@ -103,7 +110,6 @@ fn a_new_target_set_probes_only_what_was_never_probed_and_a_change_only_its_comp
     assert_eq!(starts(&log), 4);
 
     // An edited file of gamma: gamma alone.
-    let site = w.site_packages();
     let gamma = site.join("kiln_gamma/__init__.py");
     let text = std::fs::read_to_string(&gamma).unwrap();
     std::fs::write(&gamma, format!("{text}raise ImportError('edited')\n")).unwrap();
@@ -115,7 +121,7 @@ fn a_new_target_set_probes_only_what_was_never_probed_and_a_change_only_its_comp
     assert_eq!(component(&v, "gamma")["status"], "broken");
     assert_eq!(starts(&log), 5);
     std::fs::write(&gamma, &text).unwrap();
-    // An edited file of alpha: alpha and beta, which imports it; not gamma.
+    // An edited file of alpha: alpha and beta, whose import loads it; not gamma.
     let alpha = site.join("kiln_alpha/__init__.py");
     std::fs::write(&alpha, "__version__ = \"1.0\"\nEDITED = True\n").unwrap();
     let v = doctor(&["alpha", "gamma"]);

@@ -189,7 +189,9 @@ fn an_unchanged_environment_is_rechecked_without_starting_python() {
     let starts = || std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0);
     let doctor = |extra: &[&str]| {
         let mut c = crate::common::kiln_bare();
-        c.arg("--recipes")
+        // CPUs enough for an interpreter per component, whatever this machine has.
+        c.env("KILN_CPUS", "8")
+            .arg("--recipes")
             .arg(&w.recipes)
             .arg("--python")
             .arg(&wrapper)
