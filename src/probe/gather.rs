@@ -16,13 +16,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::binaries::{self, Binaries};
 use super::cache::{BinariesEntry, CacheUse, Entries, ImportsEntry, ListingEntry, Probed, SmokeEntry, Sources};
 use super::python::{self, Dist, ImportResult, ProbeError, PythonFacts, TorchFacts};
+use super::side_by_side::{self, groups};
 use super::smoke::{self, Script};
 use super::stamp::{self, Graph, Infos};
 
@@ -346,29 +345,7 @@ fn run(req: &Request, tasks: &[Task], n: usize, sources: &mut Sources) -> Result
             Task::Binaries(_, d) => Done::Binaries(binaries::scan(d)),
         })
     };
-    let answers: Vec<Result<Done, ProbeError>> = if n == 1 || tasks.len() <= 1 {
-        tasks.iter().map(one).collect()
-    } else {
-        let next = AtomicUsize::new(0);
-        let out: Mutex<Vec<Option<Result<Done, ProbeError>>>> = Mutex::new(tasks.iter().map(|_| None).collect());
-        std::thread::scope(|s| {
-            for _ in 0..n.min(tasks.len()) {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::SeqCst);
-                        let Some(t) = tasks.get(i) else { break };
-                        let r = one(t);
-                        out.lock().unwrap()[i] = Some(r);
-                    }
-                });
-            }
-        });
-        out.into_inner()
-            .unwrap()
-            .into_iter()
-            .map(|r| r.expect("every task ran"))
-            .collect()
-    };
+    let answers = side_by_side::run_all(tasks, n, one);
     answers.into_iter().collect()
 }
 
@@ -394,81 +371,5 @@ fn answer(u: &Unit, order: &[String], f: &PythonFacts, wall: Option<f64>) -> Ans
         imports,
         torch: f.torch.clone().filter(|_| torch_is_its),
         files: files.into_iter().map(str::to_string).collect(),
-    }
-}
-
-/// The interpreters for `units` (in dependency order), at most `n`, the slowest first: each
-/// component alone when there are CPUs enough; else a component joins the interpreter that
-/// already imports most of what it depends on (its imports would import them again anyway),
-/// and one that depends on none of them starts a new interpreter while there is room, or joins
-/// the least loaded.
-fn groups<'a>(units: Vec<&'a Unit>, n: usize, estimate: &dyn Fn(&Unit) -> f64) -> Vec<Vec<&'a Unit>> {
-    let mut gs: Vec<(Vec<&'a Unit>, f64)> = Vec::new();
-    let alone = units.len() <= n;
-    for u in units {
-        let shares = |g: &[&Unit]| g.iter().filter(|x| u.after.contains(&x.name)).count();
-        let least = |gs: &[(Vec<&Unit>, f64)]| (0..gs.len()).min_by(|&a, &b| gs[a].1.total_cmp(&gs[b].1));
-        let best = (0..gs.len()).filter(|&i| shares(&gs[i].0) > 0).max_by(|&a, &b| {
-            shares(&gs[a].0)
-                .cmp(&shares(&gs[b].0))
-                .then(gs[b].1.total_cmp(&gs[a].1))
-        });
-        let i = match best {
-            Some(i) if !alone => i,
-            _ if alone || gs.len() < n => {
-                gs.push((Vec::new(), 0.0));
-                gs.len() - 1
-            }
-            _ => least(&gs).unwrap_or(0),
-        };
-        gs[i].0.push(u);
-        gs[i].1 += estimate(u);
-    }
-    gs.sort_by(|a, b| b.1.total_cmp(&a.1));
-    gs.into_iter().map(|(g, _)| g).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn unit(name: &str, after: &[&str]) -> Unit {
-        Unit {
-            name: name.into(),
-            imports: vec![name.into()],
-            dists: Vec::new(),
-            after: after.iter().map(|s| s.to_string()).collect(),
-            smoke: None,
-        }
-    }
-
-    fn names(gs: &[Vec<&Unit>]) -> Vec<Vec<String>> {
-        gs.iter().map(|g| g.iter().map(|u| u.name.clone()).collect()).collect()
-    }
-
-    #[test]
-    fn each_component_alone_with_cpus_enough_else_with_what_it_depends_on() {
-        // Dependency order, as a session's scope is.
-        let units = [
-            unit("cutlass", &[]),
-            unit("torch", &[]),
-            unit("flashinfer", &["torch", "cutlass"]),
-            unit("vllm", &["torch", "flashinfer", "cutlass"]),
-            unit("router", &[]),
-        ];
-        let all: Vec<&Unit> = units.iter().collect();
-        let one = |_: &Unit| 1.0;
-        assert_eq!(names(&groups(all.clone(), 5, &one)).len(), 5);
-        assert_eq!(
-            names(&groups(all.clone(), 3, &one)),
-            [vec!["torch", "flashinfer", "vllm"], vec!["cutlass"], vec!["router"]]
-        );
-        assert_eq!(
-            names(&groups(all.clone(), 1, &one)),
-            [vec!["cutlass", "torch", "flashinfer", "vllm", "router"]]
-        );
-        // Known times: the slowest interpreter starts first.
-        let slow_torch = |u: &Unit| if u.name == "torch" { 9.0 } else { 1.0 };
-        assert_eq!(names(&groups(all, 5, &slow_torch))[0], ["torch"]);
     }
 }

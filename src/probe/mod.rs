@@ -11,6 +11,7 @@ pub mod jit;
 pub mod machine;
 pub mod python;
 pub mod runtime;
+pub mod side_by_side;
 pub mod smoke;
 pub mod stamp;
 pub mod torch;

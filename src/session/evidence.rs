@@ -56,7 +56,7 @@ pub(super) fn gather(
         units: &units,
         binaries: &dists,
         per_import: settings.import_timeout,
-        side_by_side: machine.cpus,
+        side_by_side: side_by_side(machine),
         refresh: settings.refresh,
         smoke_scratch: &scratch,
     };
@@ -67,6 +67,13 @@ pub(super) fn gather(
         sources,
         smoke_archs,
     })
+}
+
+/// How many interpreters may import side by side: one per CPU kiln may use, and no more than
+/// one per GiB of available memory (an interpreter that imports torch and vLLM holds about that).
+fn side_by_side(machine: &MachineFacts) -> usize {
+    let by_memory = machine.memory_available.map_or(usize::MAX, |m| (m >> 30) as usize);
+    machine.cpus.min(by_memory).max(1)
 }
 
 /// The probe's view of recipe `r`; `smoke_archs` when its smoke test may run here.
