@@ -67,6 +67,8 @@ def main():
     ap.add_argument("--runs", type=int, default=21)
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--baseline", help="an older kiln binary to measure beside")
+    ap.add_argument("--sections", default="warm,subset,cold")
+    ap.add_argument("--cold-targets", default="", help="targets of the cold doctor (default: every recipe)")
     ap.add_argument("--out")
     a = ap.parse_args()
 
@@ -88,13 +90,17 @@ def main():
         if imports:
             units[r["name"]] = imports
 
+    sections = a.sections.split(",")
+    cold_targets = [t for t in a.cold_targets.split(",") if t]
+    warm, subsets, hits = {}, {}, 0
+
     # 1. Warm doctor vs uv's no-op, interleaved.
     cache = os.path.join(work, "warm")
-    first = json.loads(timed(kiln(a.kiln, cache, "doctor", "--json"))[2].stdout)
-    results["machine_cpus"] = first["machine"]["cpus"]
     base_cache = os.path.join(work, "warm-base")
-    if a.baseline:
-        timed(kiln(a.baseline, base_cache, "doctor", "--json"))
+    if "warm" in sections or "subset" in sections:
+        timed(kiln(a.kiln, cache, "doctor", "--json"))
+        if a.baseline:
+            timed(kiln(a.baseline, base_cache, "doctor", "--json"))
     sides = {
         "kiln doctor (warm)": lambda: kiln(a.kiln, cache, "doctor", "--json"),
         "uv pip install --offline %s (no-op)" % a.uv_noop: lambda: [a.uv, "pip", "install", "--offline", "--python", a.python, a.uv_noop],
@@ -102,21 +108,24 @@ def main():
     }
     if a.baseline:
         sides["baseline kiln doctor (warm)"] = lambda: kiln(a.baseline, base_cache, "doctor", "--json")
-    warm = {k: {"wall": [], "cpu": []} for k in sides}
-    hits = 0
-    for _ in range(a.runs):
+    if "warm" in sections:
+        warm = {k: {"wall": [], "cpu": [], "rc": set()} for k in sides}
+    for _ in range(a.runs if "warm" in sections else 0):
         for k, cmd in sides.items():
             wall, cpu, p = timed(cmd())
             warm[k]["wall"].append(wall)
             warm[k]["cpu"].append(cpu)
+            warm[k]["rc"].add(p.returncode)
             if k == "kiln doctor (warm)":
                 hits += json.loads(p.stdout)["machine"]["probe_cache"] == "hit"
-    results["warm"] = {k: {"wall_median": med(v["wall"]), "cpu_median": med(v["cpu"]), "runs": len(v["wall"])} for k, v in warm.items()}
+    results["warm"] = {
+        k: {"wall_median": med(v["wall"]), "cpu_median": med(v["cpu"]), "runs": len(v["wall"]), "exit": sorted(v["rc"])}
+        for k, v in warm.items()
+    }
     results["warm_kiln_hits"] = hits
 
     # 2. A new target subset right after the full doctor (cache as the full doctor left it).
-    subsets = {}
-    for t in [x for x in a.subsets.split(",") if x]:
+    for t in [x for x in a.subsets.split(",") if x and "subset" in sections]:
         fresh = os.path.join(work, "subset-" + t)
         shutil.copytree(cache, fresh)
         wall, cpu, p = timed(kiln(a.kiln, fresh, "doctor", "--json", t))
@@ -140,27 +149,38 @@ def main():
     )
     cold = {"kiln doctor (cold)": [], "baseline kiln doctor (cold)": []}
     alone = {u: [] for u in units}
+    alone_cpu = {u: [] for u in units}
+    cold_cpu = []
     sources = None
-    for i in range(a.cold_runs):
+    for i in range(a.cold_runs if "cold" in sections else 0):
         c = os.path.join(work, "cold-%d" % i)
-        wall, _, p = timed(kiln(a.kiln, c, "doctor", "--json"))
+        wall, cpu, p = timed(kiln(a.kiln, c, "doctor", "--json", *cold_targets))
         cold["kiln doctor (cold)"].append(wall)
-        sources = json.loads(p.stdout)["machine"].get("probe_sources")
+        cold_cpu.append(cpu)
+        v = json.loads(p.stdout)
+        sources = v["machine"].get("probe_sources")
+        in_scope = {c["name"] for c in v["components"]}
         if a.baseline:
-            wall, _, _ = timed(kiln(a.baseline, os.path.join(work, "cold-base-%d" % i), "doctor", "--json"))
+            wall, _, _ = timed(kiln(a.baseline, os.path.join(work, "cold-base-%d" % i), "doctor", "--json", *cold_targets))
             cold["baseline kiln doctor (cold)"].append(wall)
         for u, imports in units.items():
-            wall, _, _ = timed([a.python, "-I", "-B", "-c", probe, *imports])
+            if u not in in_scope:
+                continue
+            wall, cpu, _ = timed([a.python, "-I", "-B", "-c", probe, *imports])
             alone[u].append(wall)
-    per = {u: med(v) for u, v in alone.items()}
-    slowest = max(per, key=per.get)
+            alone_cpu[u].append(cpu)
+    per = {u: med(v) for u, v in alone.items() if v}
+    slowest = max(per, key=per.get) if per else None
     results["cold"] = {
         "kiln_wall_runs": cold["kiln doctor (cold)"],
         "kiln_wall_median": med(cold["kiln doctor (cold)"]),
+        "kiln_cpu_median": med(cold_cpu),
+        "alone_cpu_median": {u: med(v) for u, v in alone_cpu.items() if v},
         "baseline_wall_runs": cold["baseline kiln doctor (cold)"],
         "alone_median": per,
         "slowest": slowest,
-        "slowest_median": per[slowest],
+        "slowest_median": per.get(slowest, float("nan")),
+        "targets": cold_targets,
         "sum_of_alone": sum(per.values()),
         "interpreters": sources and sources.get("interpreters"),
         "side_by_side": sources and sources.get("side_by_side"),
@@ -168,10 +188,10 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
 
     print("machine: %s CPUs (os), kiln uses %s side by side" % (results["cpus"], results["cold"]["side_by_side"]))
-    print("\n| warm, %d runs interleaved | wall (median) | CPU (median) |" % a.runs)
-    print("|---|---|---|")
+    print("\n| warm, %d runs interleaved | wall (median) | CPU (median) | exit |" % a.runs)
+    print("|---|---|---|---|")
     for k, v in results["warm"].items():
-        print("| %s | %s | %s |" % (k, ms(v["wall_median"]), ms(v["cpu_median"])))
+        print("| %s | %s | %s | %s |" % (k, ms(v["wall_median"]), ms(v["cpu_median"]), ",".join(map(str, v["exit"]))))
     print("(kiln's warm runs that were probe-cache hits: %d of %d)" % (hits, a.runs))
     print("\n| new target right after a full doctor | wall | probe cache | interpreters started |")
     print("|---|---|---|---|")
@@ -179,15 +199,21 @@ def main():
         extra = " (baseline: %s)" % s(v["baseline_wall"]) if "baseline_wall" in v else ""
         print("| doctor %s | %s%s | %s | %s |" % (t, ms(v["wall"]), extra, v["probe_cache"], v["interpreters"]))
     c = results["cold"]
-    print("\n| cold, %d runs | wall (median) | runs |" % a.cold_runs)
+    if "cold" not in sections:
+        return write(a, results)
+    print("\n| cold (%s), %d runs | wall (median) | runs |" % (" ".join(cold_targets) or "every recipe", a.cold_runs))
     print("|---|---|---|")
-    print("| kiln doctor (empty cache, %s interpreters) | %s | %s |" % (c["interpreters"], s(c["kiln_wall_median"]), ", ".join(s(x) for x in c["kiln_wall_runs"])))
+    print("| kiln doctor (empty cache, %s interpreters) | %s | %s (CPU %s) |" % (c["interpreters"], s(c["kiln_wall_median"]), ", ".join(s(x) for x in c["kiln_wall_runs"]), s(c["kiln_cpu_median"])))
     if a.baseline:
         print("| baseline kiln doctor | %s | %s |" % (s(med(c["baseline_wall_runs"])), ", ".join(s(x) for x in c["baseline_wall_runs"])))
     print("| slowest component alone (%s) | %s | |" % (slowest, s(c["slowest_median"])))
-    print("| sum of the components alone | %s | |" % s(c["sum_of_alone"]))
+    print("| sum of the components alone | %s | (CPU %s) |" % (s(c["sum_of_alone"]), s(sum(c["alone_cpu_median"].values()))))
     for u, v in sorted(per.items(), key=lambda x: -x[1]):
         print("|   %s alone (%s) | %s | |" % (u, ", ".join(units[u]), s(v)))
+    write(a, results)
+
+
+def write(a, results):
     if a.out:
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1)
