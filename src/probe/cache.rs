@@ -5,9 +5,10 @@
 //! it, under `<cache>/probe/py-<interpreter key>/`:
 //! - `dists.json`: the interpreter and its distribution list (with the `Requires-Dist` graph and
 //!   the `.pth` files no distribution owns, worked out once per listing);
-//! - `imports-<component>-<key>.json`: one component's imports, tried in an interpreter of its
-//!   own, torch's ABI facts when it imported torch, and its smoke test (by script and archs);
-//! - `binaries-<dist>.json`: the CUDA binaries of one distribution.
+//! - `imports-<component>-<key>.json`: one component's imports (key: the import list), the files
+//!   they loaded, torch's ABI facts when it imports torch or depends on it, and its smoke test
+//!   (by script and archs);
+//! - `binaries-<dist>.json`: the CUDA binaries of one distribution and the shared objects read.
 //!
 //! A stamp that differs re-probes that part alone; `--refresh` re-probes every part in scope.
 //! Machine facts are stamped by the environment variables and tool binaries they came from.

@@ -5,14 +5,16 @@
 //! What is probed runs side by side, at most `side_by_side` interpreters at once, the slowest
 //! first: the listing in one interpreter, and with CPUs enough each component's imports in an
 //! interpreter of its own (so a cold probe costs about its slowest import, not the sum). With
-//! fewer CPUs than components, a component shares the interpreter that imports what it depends
-//! on (importing vllm imports torch anyway), so no CPU goes to importing torch twice; independent
-//! components still get interpreters of their own. Binaries are read in the same pool. Each
+//! fewer CPUs than components, components linked by dependencies share one interpreter
+//! (importing vllm imports torch anyway), so no CPU goes to importing torch twice, and
+//! independent sets still get interpreters of their own (`probe::side_by_side`). A component's
+//! stamp covers the files its interpreter loaded up to its last import. Binaries are read in
+//! the same pool. Each
 //! interpreter keeps the per-import time limit and pins an import that hangs or crashes it on
 //! its module (`probe::python`). Smoke tests run one at a time afterwards (they share the GPU).
 //!
 //! It deliberately ignores recipes: the session hands it [`Unit`]s (a component's imports, the
-//! distributions whose files decide them, its smoke test) as plain values.
+//! distributions it stands on, its smoke test) as plain values.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -29,10 +31,10 @@ use super::stamp::{self, Graph, Infos};
 #[derive(Debug, Clone)]
 pub struct Unit {
     pub name: String,
-    /// Tried in this order, in an interpreter of its own.
+    /// Tried in this order (in an interpreter of its own when CPUs allow).
     pub imports: Vec<String>,
-    /// The distributions (normalized names) whose files decide its imports: its own and those of
-    /// the components it depends on.
+    /// The distributions (normalized names) of it and of the components it depends on: their
+    /// dist-info directories and what they require are part of its stamp.
     pub dists: Vec<String>,
     /// The components in scope it depends on (they share an interpreter with it when CPUs are
     /// short).
