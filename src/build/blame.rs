@@ -179,6 +179,7 @@ mod tests {
             error_module: module.map(str::to_string),
             error_file: file.map(str::to_string),
             killed: false,
+            loaded: Vec::new(),
         }
     }
 

@@ -33,11 +33,13 @@ fn machine(s: &Session) -> doctor::Machine<'_> {
         version: &s.facts.python.version,
         prefix: &s.facts.python.prefix,
     };
-    doctor::Machine::new(
+    let mut m = doctor::Machine::new(
         python,
         &s.machine,
         (&s.archs, &s.arch_source),
         &s.set.origin,
         s.probe_cache,
-    )
+    );
+    m.probe_sources = Some(&s.probe_sources);
+    m
 }

@@ -1,15 +1,19 @@
-//! The probe cache: an unchanged environment is re-checked without starting Python.
+//! The probe cache: an unchanged environment is re-checked without starting Python, and a new
+//! set of targets costs only what was never probed.
 //!
-//! An entry holds the facts of one probe (interpreter + the list of imports) and a stamp: the
-//! modification time and size of everything whose change could change the answer — the
-//! interpreter binary, the site-packages directories (a dist installed or removed changes them),
-//! their `.pth` files, and for every distribution in scope its dist-info directory and each
-//! `.py`, `.so` and `.pth` file its RECORD lists (an edited file of a package). Machine facts
-//! are stamped by the environment variables and tool binaries they came from. A stamp that
-//! differs in any entry means a full probe; `--refresh` forces one.
+//! Facts are stored part by part, each with the stamp ([`super::stamp`]) of what could change
+//! it, under `<cache>/probe/py-<interpreter key>/`:
+//! - `dists.json`: the interpreter and its distribution list (with the `Requires-Dist` graph and
+//!   the `.pth` files no distribution owns, worked out once per listing);
+//! - `imports-<component>-<key>.json`: one component's imports (key: the import list), the files
+//!   they loaded, torch's ABI facts when it imports torch or depends on it, and its smoke test
+//!   (by script and archs);
+//! - `binaries-<dist>.json`: the CUDA binaries of one distribution and the shared objects read.
 //!
-//! It deliberately ignores files that are not in a RECORD (a module dropped into site-packages
-//! by hand shows up only through the directory's mtime) and never caches a failed probe.
+//! A stamp that differs re-probes that part alone; `--refresh` re-probes every part in scope.
+//! Machine facts are stamped by the environment variables and tool binaries they came from.
+//! It deliberately ignores how the parts are probed (`probe::gather`) and never caches a failed
+//! probe (a probe that gave no answer; an import that failed is an answer).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -20,18 +24,12 @@ use sha2::{Digest, Sha256};
 
 use super::binaries::Binaries;
 use super::machine::MachineFacts;
-use super::python::PythonFacts;
+use super::python::{ImportResult, PythonFacts, TorchFacts};
 use super::smoke::SmokeResult;
+use super::stamp::Graph;
 
 /// (path, mtime in ns, size); mtime -1 for a path that does not exist.
 type Stamp = Vec<(String, i64, u64)>;
-
-#[derive(Serialize, Deserialize)]
-struct PythonEntry {
-    stamp: Stamp,
-    #[serde(flatten)]
-    probed: Probed,
-}
 
 /// What one probe of an interpreter found: its facts, the CUDA binaries of the distributions in
 /// scope, and the smoke tests that ran (by component).
@@ -47,6 +45,51 @@ pub struct Probed {
 struct MachineEntry {
     stamp: Stamp,
     facts: MachineFacts,
+}
+
+/// The interpreter and its distributions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct ListingEntry {
+    pub stamp: String,
+    /// `imports` empty, `torch` none.
+    pub facts: PythonFacts,
+    pub graph: Graph,
+}
+
+/// One component's imports, in the order tried.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct ImportsEntry {
+    pub stamp: String,
+    pub imports: BTreeMap<String, ImportResult>,
+    pub torch: Option<TorchFacts>,
+    /// How long the interpreter took, to start the slowest first next time.
+    pub seconds: f64,
+    /// The files its imports loaded, one per line (what its stamp covers).
+    #[serde(default)]
+    pub files: String,
+    #[serde(default)]
+    pub smoke: Option<SmokeEntry>,
+}
+
+impl ImportsEntry {
+    pub fn failed(&self) -> bool {
+        self.imports.values().any(|i| !i.ok)
+    }
+}
+
+/// A smoke test's result, for one script and set of archs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct SmokeEntry {
+    pub key: String,
+    pub result: SmokeResult,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct BinariesEntry {
+    pub stamp: String,
+    /// The shared objects read, one per line.
+    pub files: String,
+    pub binaries: Binaries,
 }
 
 fn stat(path: &Path) -> (String, i64, u64) {
@@ -68,43 +111,73 @@ fn key(parts: &[&str]) -> String {
     hex::encode(&h.finalize()[..12])
 }
 
-/// The paths whose state the Python facts depend on.
-fn python_paths(python: &Path, facts: &PythonFacts, dists: &[String]) -> Vec<PathBuf> {
-    let mut paths = vec![python.to_path_buf()];
-    if let Ok(real) = std::fs::canonicalize(python) {
-        paths.push(real);
-    }
-    let mut sites: Vec<PathBuf> = facts.python.paths.values().flatten().map(PathBuf::from).collect();
-    sites.sort();
-    sites.dedup();
-    for site in &sites {
-        paths.push(site.clone());
-        if let Ok(rd) = std::fs::read_dir(site) {
-            let mut pth: Vec<PathBuf> = rd
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "pth"))
-                .collect();
-            pth.sort();
-            paths.extend(pth);
+/// Where the parts of one interpreter's facts are kept.
+pub(super) struct Entries {
+    dir: PathBuf,
+}
+
+impl Entries {
+    pub fn new(cache: &Path, python: &Path) -> Entries {
+        Entries {
+            dir: cache
+                .join("probe")
+                .join(format!("py-{}", key(&[&python.display().to_string()]))),
         }
     }
-    for name in dists {
-        let Some(d) = facts.dists.get(name) else { continue };
-        let (Some(info), Some(loc)) = (&d.dist_info, &d.location) else {
-            continue;
-        };
-        paths.push(PathBuf::from(info));
-        let Ok(record) = std::fs::read_to_string(Path::new(info).join("RECORD")) else {
-            continue;
-        };
-        for line in record.lines() {
-            let rel = line.split(',').next().unwrap_or("").trim_matches('"');
-            if rel.ends_with(".py") || rel.ends_with(".so") || rel.ends_with(".pth") || rel.contains(".so.") {
-                paths.push(Path::new(loc).join(rel));
+
+    fn listing_file(&self) -> PathBuf {
+        self.dir.join("dists.json")
+    }
+
+    fn imports_file(&self, component: &str, imports: &[String]) -> PathBuf {
+        self.dir.join(format!(
+            "imports-{}-{}.json",
+            safe(component),
+            key(&[&imports.join("\0")])
+        ))
+    }
+
+    fn binaries_file(&self, dist: &str) -> PathBuf {
+        self.dir.join(format!("binaries-{}.json", safe(dist)))
+    }
+
+    pub fn listing(&self) -> Option<ListingEntry> {
+        read(&self.listing_file())
+    }
+
+    pub fn put_listing(&self, e: &ListingEntry) {
+        write(&self.listing_file(), e)
+    }
+
+    pub fn imports(&self, component: &str, imports: &[String]) -> Option<ImportsEntry> {
+        read(&self.imports_file(component, imports))
+    }
+
+    pub fn put_imports(&self, component: &str, imports: &[String], e: &ImportsEntry) {
+        write(&self.imports_file(component, imports), e)
+    }
+
+    pub fn binaries(&self, dist: &str) -> Option<BinariesEntry> {
+        read(&self.binaries_file(dist))
+    }
+
+    pub fn put_binaries(&self, dist: &str, e: &BinariesEntry) {
+        write(&self.binaries_file(dist), e)
+    }
+}
+
+/// A name as a file-name part: recipe and distribution names are already safe; anything else
+/// becomes `_`.
+fn safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
             }
-        }
-    }
-    paths
+        })
+        .collect()
 }
 
 fn read<T: for<'de> Deserialize<'de>>(file: &Path) -> Option<T> {
@@ -139,49 +212,41 @@ pub enum CacheUse {
     Refresh,
 }
 
-/// What `probe` found for (`python`, `imports`, the CUDA binaries of `dists`, the smoke tests
-/// `smoke` names): from the cache when nothing it depends on changed, else from `probe` (whose
-/// result is then stored).
-pub fn python_facts<E>(
-    cache: &Path,
-    python: &Path,
-    imports: &[String],
-    dists: &[String],
-    smoke: &str,
-    refresh: bool,
-    probe: impl FnOnce() -> Result<Probed, E>,
-) -> Result<(Probed, CacheUse), E> {
-    let file = cache.join("probe").join(format!(
-        "py-{}.json",
-        key(&[
-            &python.display().to_string(),
-            &imports.join(","),
-            &dists.join(","),
-            smoke
-        ])
-    ));
-    if !refresh && let Some(entry) = read::<PythonEntry>(&file) {
-        let now: Stamp = python_paths(python, &entry.probed.facts, dists)
-            .iter()
-            .map(|p| stat(p))
-            .collect();
-        if now == entry.stamp {
-            return Ok((entry.probed, CacheUse::Hit));
+/// Where each part of a probe's facts came from: `hit` (the cache), `miss` (probed now, never
+/// probed or changed since) or `refresh` (probed now, `--refresh`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Sources {
+    /// The interpreter and its distribution list.
+    pub distributions: CacheUse,
+    /// Each component's imports, by component.
+    pub imports: BTreeMap<String, CacheUse>,
+    /// The CUDA binaries, by distribution.
+    pub binaries: BTreeMap<String, CacheUse>,
+    /// Smoke tests, by component.
+    pub smoke: BTreeMap<String, CacheUse>,
+    /// Python interpreters started for this probe (crash and hang recoveries not counted).
+    pub interpreters: usize,
+    /// How many could run side by side.
+    pub side_by_side: usize,
+}
+
+impl Sources {
+    /// `hit` when every part came from the cache, else `refresh` or `miss`.
+    pub fn overall(&self) -> CacheUse {
+        let parts = std::iter::once(self.distributions)
+            .chain(self.imports.values().copied())
+            .chain(self.binaries.values().copied())
+            .chain(self.smoke.values().copied());
+        let mut out = CacheUse::Hit;
+        for p in parts {
+            match p {
+                CacheUse::Refresh => return CacheUse::Refresh,
+                CacheUse::Miss => out = CacheUse::Miss,
+                CacheUse::Hit => {}
+            }
         }
+        out
     }
-    let probed = probe()?;
-    let stamp = python_paths(python, &probed.facts, dists)
-        .iter()
-        .map(|p| stat(p))
-        .collect();
-    write(
-        &file,
-        &PythonEntry {
-            stamp,
-            probed: probed.clone(),
-        },
-    );
-    Ok((probed, if refresh { CacheUse::Refresh } else { CacheUse::Miss }))
 }
 
 const MACHINE_ENV: &[&str] = &[

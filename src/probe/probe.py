@@ -1,5 +1,7 @@
 # kiln's interpreter probe. Run as `python -I -B -c <this>` with a JSON request on stdin:
-#   {"imports": ["torch", "flashinfer", ...]}
+#   {"imports": ["torch", "flashinfer", ...], "dists": true}
+# ("dists": false leaves the distribution list out: kiln probes the imports of each component in
+# an interpreter of its own and lists the distributions once, in another.)
 # Prints JSON lines on stdout: {"start": module} before each import, {"result": module, "outcome":
 # ...} after it (whether it ran, with the exact exception text when it did not), and last
 # {"final": ...} with the interpreter, every installed distribution and torch's ABI facts.
@@ -61,6 +63,33 @@ def dists():
     return list(out.values())
 
 
+def loaded(seen, skip, keep):
+    """The files loaded since the last call (module sources, shared objects mapped), the
+    interpreter's own (under `skip`, the standard library, unless under `keep`, the site
+    directories) left out. kiln stamps a component's imports by these files."""
+    new = []
+    for m in list(sys.modules.values()):
+        try:
+            f = getattr(m, "__file__", None)
+        except Exception:
+            f = None
+        if isinstance(f, str) and f not in seen:
+            seen.add(f)
+            new.append(f)
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                i = line.find("/")
+                if i > 0:
+                    f = line[i:].rstrip("\n")
+                    if f not in seen and not f.endswith(" (deleted)"):
+                        seen.add(f)
+                        new.append(f)
+    except OSError:
+        pass
+    return [f for f in new if f.startswith(keep) or not f.startswith(skip)]
+
+
 def try_import(name):
     start = time.perf_counter()
     try:
@@ -75,14 +104,18 @@ def try_import(name):
     except BaseException as e:  # SystemExit and friends count as failures too
         tb = traceback.format_exception(type(e), e, e.__traceback__)
         imp = isinstance(e, ImportError)
+        # The files the failing import ran through (they left sys.modules with it).
+        files = [f.filename for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")]
+        path = getattr(e, "path", None) if imp else None
         return {
             "ok": False,
             "error": "".join(traceback.format_exception_only(type(e), e)).strip(),
             # What an ImportError names: the module not found or not loaded, the file it tried.
             "error_module": getattr(e, "name", None) if imp else None,
-            "error_file": getattr(e, "path", None) if imp else None,
+            "error_file": path,
             "traceback": "".join(tb[-6:]),
             "seconds": round(time.perf_counter() - start, 4),
+            "failed_in": files + ([path] if isinstance(path, str) else []),
         }
 
 
@@ -161,12 +194,26 @@ def main():
             "paths": paths,
             "cwd": os.getcwd(),
         },
-        "dists": dists(),
+        "dists": dists() if request.get("dists", True) else [],
         "imports": {},
     }
+    # The standard library goes with the interpreter; a venv's platstdlib holds site-packages.
+    skip, keep = (), ()
+    try:
+        import sysconfig
+
+        p = sysconfig.get_paths()
+        skip = tuple(p[k] + os.sep for k in ("stdlib", "platstdlib"))
+        keep = tuple(p[k] + os.sep for k in ("purelib", "platlib"))
+    except Exception:
+        pass
+    seen = set()
+    loaded(seen, skip, keep)
     for name in request.get("imports", []):
         say({"start": name})
-        say({"result": name, "outcome": try_import(name)})
+        outcome = try_import(name)
+        outcome["loaded"] = loaded(seen, skip, keep) + outcome.pop("failed_in", [])
+        say({"result": name, "outcome": outcome})
     result["torch"] = torch_facts()
     say({"final": result})
 

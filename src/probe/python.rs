@@ -119,6 +119,10 @@ pub struct ImportResult {
     /// SIGINT) ended the interpreter.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub killed: bool,
+    /// The files this import loaded (or ran through, when it failed), as the probe reported
+    /// them: what the probe cache stamps the import by. Read, never written out.
+    #[serde(default, skip_serializing)]
+    pub loaded: Vec<String>,
 }
 
 /// Everything the probe learnt.
@@ -222,11 +226,21 @@ pub fn normalize(name: &str) -> String {
 /// progress lines; the probe then runs again for the imports that had not run yet, so every
 /// other component still reports.
 pub fn probe(python: &Path, imports: &[String], per_import: Duration) -> Result<PythonFacts, ProbeError> {
+    probe_as(python, imports, per_import, true)
+}
+
+/// [`probe`] without the distribution list (`dists` stays empty): the interpreter, the imports
+/// and torch's facts. `probe::gather` runs one of these per component, side by side.
+pub fn probe_imports(python: &Path, imports: &[String], per_import: Duration) -> Result<PythonFacts, ProbeError> {
+    probe_as(python, imports, per_import, false)
+}
+
+fn probe_as(python: &Path, imports: &[String], per_import: Duration, dists: bool) -> Result<PythonFacts, ProbeError> {
     let py = python.display().to_string();
     let mut results: BTreeMap<String, ImportResult> = BTreeMap::new();
     let mut remaining: Vec<String> = imports.to_vec();
     loop {
-        let run = run_once(&py, &remaining, per_import)?;
+        let run = run_once(&py, &remaining, per_import, dists)?;
         let done: Vec<String> = run.results.keys().cloned().collect();
         results.extend(run.results);
         match (run.stopped, run.final_) {
@@ -256,6 +270,7 @@ pub fn probe(python: &Path, imports: &[String], per_import: Duration) -> Result<
                     error_module: None,
                     error_file: None,
                     killed,
+                    loaded: Vec::new(),
                 };
                 results.insert(module.clone(), failed);
                 remaining.retain(|m| *m != module && !done.contains(m));
@@ -271,8 +286,8 @@ struct Run {
     final_: Option<Raw>,
 }
 
-fn run_once(py: &str, imports: &[String], per_import: Duration) -> Result<Run, ProbeError> {
-    let request = serde_json::json!({ "imports": imports }).to_string();
+fn run_once(py: &str, imports: &[String], per_import: Duration, dists: bool) -> Result<Run, ProbeError> {
+    let request = serde_json::json!({ "imports": imports, "dists": dists }).to_string();
     let mut heard = Heard {
         run: Run {
             results: BTreeMap::new(),

@@ -60,6 +60,9 @@ pub struct Machine<'a> {
     pub target_archs_from: &'a str,
     pub recipes: &'a str,
     pub probe_cache: CacheUse,
+    /// Where each part of the Python facts came from (`probe::cache::Sources`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_sources: Option<&'a crate::probe::cache::Sources>,
 }
 
 impl<'a> Machine<'a> {
@@ -86,6 +89,7 @@ impl<'a> Machine<'a> {
             target_archs_from: targets.1,
             recipes,
             probe_cache,
+            probe_sources: None,
         }
     }
 }

@@ -1,16 +1,19 @@
 //! The evidence a session judges by: the interpreter's facts, the CUDA binaries of the
-//! distributions in scope and the smoke tests that can run here, from the probe cache when
-//! nothing they depend on changed. It deliberately ignores what the evidence means (that is
-//! `resolve::status`).
+//! distributions in scope and the smoke tests that can run here, each part from the probe cache
+//! while nothing it depends on changed (`probe::gather`). Here the recipes become the probe's
+//! units: a component's imports (its features' included), the distributions of everything it
+//! depends on (with every feature, so that one unit serves every target set) and its smoke test.
+//! It deliberately ignores what the evidence means (that is `resolve::status`).
 
 use std::path::Path;
 
 use super::SessionError;
 use crate::arch::Arch;
-use crate::probe::cache::{CacheUse, Probed};
-use crate::probe::smoke::{self, Script};
-use crate::probe::{self, MachineFacts, python};
-use crate::recipe::RecipeSet;
+use crate::probe::cache::{CacheUse, Probed, Sources};
+use crate::probe::gather::{self, Smoke, Unit};
+use crate::probe::smoke;
+use crate::probe::{self, MachineFacts};
+use crate::recipe::{Recipe, RecipeSet};
 use crate::resolve;
 use crate::settings::Settings;
 
@@ -18,6 +21,8 @@ use crate::settings::Settings;
 pub(super) struct Found {
     pub probed: Probed,
     pub cache_use: CacheUse,
+    /// Where each part came from.
+    pub sources: Sources,
     /// The target archs a GPU here has: smoke tests ran only for these.
     pub smoke_archs: Vec<Arch>,
 }
@@ -31,67 +36,74 @@ pub(super) fn gather(
     archs: &[Arch],
     scope: &[(String, Vec<String>)],
 ) -> Result<Found, SessionError> {
-    let imports = resolve::status::imports_for(set, scope);
-    // Each component's own distribution and its former names (a renamed package installed under
-    // its old name is judged by its binaries too).
+    // Smoke tests run only where a GPU of a target arch is present; their scripts and those
+    // archs key their results.
+    let smoke_archs = smoke::runnable_archs(&machine.gpu_archs(), archs);
+    let archs_key: Vec<String> = smoke_archs.iter().map(|a| a.to_string()).collect();
+    let units: Vec<Unit> = scope
+        .iter()
+        .filter_map(|(name, _)| set.get(name))
+        .map(|r| unit(set, r, (!smoke_archs.is_empty()).then_some(archs_key.join(" "))))
+        .collect();
     let dists: Vec<String> = scope
         .iter()
         .filter_map(|(name, _)| set.get(name))
         .flat_map(resolve::owners::names)
         .collect();
-    let timeout = settings.import_timeout;
-    // Smoke tests run only where a GPU of a target arch is present; which ones, their
-    // scripts and those archs are part of the cache key.
-    let smoke_archs = smoke::runnable_archs(&machine.gpu_archs(), archs);
-    let smoke_recipes: Vec<&crate::recipe::Recipe> = if smoke_archs.is_empty() {
-        Vec::new()
-    } else {
-        scope
-            .iter()
-            .filter_map(|(n, _)| set.get(n))
-            .filter(|r| r.smoke.is_some())
-            .collect()
-    };
-    let smoke_key: Vec<String> = smoke_recipes
-        .iter()
-        .map(|r| format!("{}\0{}", r.name, r.smoke.as_ref().map_or("", |s| s.text.as_str())))
-        .chain(smoke_archs.iter().map(|a| a.to_string()))
-        .collect();
     let scratch = settings.cache_dir.join("smoke");
-    let (probed, cache_use) = probe::cache::python_facts(
-        &settings.cache_dir,
+    let request = gather::Request {
+        cache: &settings.cache_dir,
         python,
-        &imports,
-        &dists,
-        &smoke_key.join("\0"),
-        settings.refresh,
-        || {
-            let facts = python::probe(python, &imports, timeout).map_err(|e| SessionError::Probe(e.to_string()))?;
-            let binaries = dists
-                .iter()
-                .filter_map(|d| facts.dists.get(d).map(|dist| (d.clone(), probe::binaries::scan(dist))))
-                .collect();
-            // Only what is installed and imports: a smoke test cannot prove more than that
-            // an import failed, which the probe already says.
-            let smoke = smoke_recipes
-                .iter()
-                .filter(|r| resolve::status::installed_and_imports(r, &facts))
-                .filter_map(|r| {
-                    let s = r.smoke.as_ref()?;
-                    let script = Script {
-                        component: &r.name,
-                        path: &s.path,
-                        text: &s.text,
-                    };
-                    Some((r.name.clone(), smoke::run(python, &script, &scratch, timeout)))
-                })
-                .collect();
-            Ok(Probed { facts, binaries, smoke })
-        },
-    )?;
+        units: &units,
+        binaries: &dists,
+        per_import: settings.import_timeout,
+        side_by_side: side_by_side(machine),
+        refresh: settings.refresh,
+        smoke_scratch: &scratch,
+    };
+    let (probed, sources) = gather::gather(&request).map_err(|e| SessionError::Probe(e.to_string()))?;
     Ok(Found {
         probed,
-        cache_use,
+        cache_use: sources.overall(),
+        sources,
         smoke_archs,
     })
+}
+
+/// How many interpreters may import side by side: one per CPU kiln may use, and no more than
+/// one per GiB of available memory (an interpreter that imports torch and vLLM holds about that).
+fn side_by_side(machine: &MachineFacts) -> usize {
+    let by_memory = machine.memory_available.map_or(usize::MAX, |m| (m >> 30) as usize);
+    machine.cpus.min(by_memory).max(1)
+}
+
+/// The probe's view of recipe `r`; `smoke_archs` when its smoke test may run here.
+fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<String>) -> Unit {
+    let imports = resolve::status::imports_for(set, &[(r.name.clone(), Vec::new())]);
+    let every_feature = vec![(r.name.clone(), r.features.keys().cloned().collect())];
+    let closure = set.closure(&every_feature);
+    let mut dists: Vec<String> = closure
+        .iter()
+        .filter_map(|(n, _)| set.get(n)?.dist.as_deref().map(probe::normalize))
+        .collect();
+    let after = closure.into_iter().map(|(n, _)| n).filter(|n| *n != r.name).collect();
+    dists.sort();
+    dists.dedup();
+    let smoke = smoke_archs.and_then(|archs| {
+        let s = r.smoke.as_ref()?;
+        Some(Smoke {
+            path: s.path.clone(),
+            text: s.text.clone(),
+            key: format!("{archs}\0{}", s.text),
+            dist: probe::normalize(r.dist.as_deref().unwrap_or(&r.name)),
+            needs: r.imports.clone(),
+        })
+    });
+    Unit {
+        name: r.name.clone(),
+        imports,
+        dists,
+        after,
+        smoke,
+    }
 }

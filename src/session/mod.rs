@@ -111,6 +111,8 @@ pub struct Session {
     pub assessments: Vec<Assessment>,
     /// Whether the Python facts came from the probe cache.
     pub probe_cache: CacheUse,
+    /// Where each part of them came from (by component, by distribution).
+    pub probe_sources: crate::probe::cache::Sources,
     /// The wheel sha256 a lock names, by component (`install --locked`; see
     /// [`Session::expect_locked_wheels`]).
     pub locked_wheels: BTreeMap<String, String>,
@@ -152,6 +154,7 @@ impl Session {
             jit,
             assessments: Vec::new(),
             probe_cache: found.cache_use,
+            probe_sources: found.sources,
             locked_wheels: BTreeMap::new(),
         };
         s.assessments = s.assess(&s.facts, &s.scope);

@@ -36,12 +36,12 @@ impl Session {
         if changed.is_empty() {
             return Ok(self.plan_with(settings, &solution, &scope, &self.assessments));
         }
-        // Prove the extra components too (a rare path: no cache).
-        let imports = resolve::status::imports_for(&self.set, &scope);
-        let assessments = match crate::probe::python::probe(&self.python, &imports, settings.import_timeout) {
-            Ok(mut facts) => {
-                crate::probe::owners::fill(&mut facts, &super::import_packages(&self.set, &scope));
-                self.assess(&facts, &scope)
+        // Prove the extra components too (through the probe cache: only they are probed).
+        let found = super::evidence::gather(settings, &self.set, &self.python, &self.machine, &self.archs, &scope);
+        let assessments = match found {
+            Ok(mut found) => {
+                crate::probe::owners::fill(&mut found.probed.facts, &super::import_packages(&self.set, &scope));
+                self.assess(&found.probed.facts, &scope)
             }
             Err(e) => {
                 return Err(Conflict::failed(format!("cannot probe the environment again: {e}")));

@@ -18,6 +18,7 @@ mod lock;
 mod names;
 mod overhead;
 mod prebuilt;
+mod probe_cache;
 mod recipe_facts;
 mod recipes;
 mod resolve;

@@ -189,7 +189,9 @@ fn an_unchanged_environment_is_rechecked_without_starting_python() {
     let starts = || std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0);
     let doctor = |extra: &[&str]| {
         let mut c = crate::common::kiln_bare();
-        c.arg("--recipes")
+        // CPUs enough for an interpreter per component, whatever this machine has.
+        c.env("KILN_CPUS", "8")
+            .arg("--recipes")
             .arg(&w.recipes)
             .arg("--python")
             .arg(&wrapper)
@@ -200,20 +202,30 @@ fn an_unchanged_environment_is_rechecked_without_starting_python() {
     };
     let first = doctor(&[]);
     assert_eq!(first["machine"]["probe_cache"], "miss");
-    assert_eq!(starts(), 1);
+    assert_eq!(
+        starts(),
+        4,
+        "one interpreter lists the distributions, one per component imports"
+    );
     let again = doctor(&[]);
     assert_eq!(again["machine"]["probe_cache"], "hit");
-    assert_eq!(starts(), 1, "no Python process on a warm, unchanged environment");
+    assert_eq!(starts(), 4, "no Python process on a warm, unchanged environment");
     assert_eq!(again["components"], first["components"]);
 
-    // An edited file of a package invalidates it.
+    // An edited file of a package invalidates it and what depends on it (fixture-app), no more.
     let words = w.site_packages().join("kiln_fixture_pure/words.py");
     let text = std::fs::read_to_string(&words).unwrap();
     std::fs::write(&words, format!("{text}\nraise ImportError('edited')\n")).unwrap();
     let edited = doctor(&[]);
     assert_eq!(edited["machine"]["probe_cache"], "miss");
     assert_eq!(component(&edited, "fixture-pure")["status"], "broken");
-    assert_eq!(starts(), 2);
+    assert_eq!(starts(), 6);
+    let sources = &edited["machine"]["probe_sources"];
+    assert_eq!(sources["distributions"], "hit", "{sources}");
+    assert_eq!(
+        sources["imports"],
+        serde_json::json!({"fixture-app": "miss", "fixture-cext": "hit", "fixture-pure": "miss"})
+    );
     std::fs::write(&words, text).unwrap();
 
     // So does a removal.
