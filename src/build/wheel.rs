@@ -364,6 +364,41 @@ mod tests {
     }
 
     #[test]
+    fn the_front_end_calls_the_in_tree_backend_once_with_its_config_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, out) = (dir.path().join("src"), dir.path().join("out"));
+        std::fs::create_dir_all(src.join("be")).unwrap();
+        std::fs::write(
+            src.join("pyproject.toml"),
+            "[build-system]\nrequires = []\nbuild-backend = \"hooks:api\"\nbackend-path = [\"be\"]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            src.join("be/hooks.py"),
+            "import json, os, sys\nclass api:\n    @staticmethod\n    def build_wheel(d, config_settings=None, metadata_directory=None):\n        \
+             seen = {'cwd': os.getcwd(), 'settings': config_settings, 'script_dir_on_path': any(p.endswith('fe') for p in sys.path)}\n        \
+             open(os.path.join(d, 'x-1-py3-none-any.whl'), 'w').write(json.dumps(seen))\n        return 'x-1-py3-none-any.whl'\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("fe")).unwrap();
+        let script = dir.path().join("fe").join(FRONT_END);
+        std::fs::write(&script, PEP517).unwrap();
+        let ran = Cmd::new("python3")
+            .arg(script.display().to_string())
+            .args([out.display().to_string(), src.display().to_string()])
+            .args(["-C", "a=1", "--config-settings=b=x", "-C", "b=y"])
+            .capture(b"", Duration::from_secs(60))
+            .unwrap();
+        assert!(ran.success, "{}", ran.stderr);
+        assert!(ran.stdout.contains("kiln: built ") && ran.stdout.contains("x-1-py3-none-any.whl"));
+        let seen: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("x-1-py3-none-any.whl")).unwrap()).unwrap();
+        assert_eq!(seen["cwd"], src.display().to_string());
+        assert_eq!(seen["settings"], serde_json::json!({"a": "1", "b": ["x", "y"]}));
+        assert_eq!(seen["script_dir_on_path"], false);
+    }
+
+    #[test]
     fn job_counts_read_as_words() {
         assert_eq!(jobs_text(1), "1 job");
         assert_eq!(jobs_text(4), "4 jobs");

@@ -4,7 +4,8 @@
 //! nothing for an hour but keeps a core busy is not stalled, a build blocked on a lock or a
 //! network read is. Either limit kills the whole process group. Asked to, it also samples the
 //! group's resident memory (the sum of its members' RSS from `/proc/PID/stat`, four times a
-//! second) and keeps the peak ([`Usage`]): what a build's compile jobs really took.
+//! second at first, then once a second) and keeps the peak ([`Usage`]): what a build's compile
+//! jobs really took.
 //!
 //! Without a stall limit or a [`Usage`] it does not poll: duct waits on `SIGCHLD`. With a stall
 //! limit it looks once a second (or four times per limit, for limits under four seconds). It
@@ -20,8 +21,11 @@ use super::{Exit, group};
 /// How long a killed program gets to be reaped before kiln stops waiting for it.
 const REAP: Duration = Duration::from_secs(5);
 
-/// How often the group's memory is sampled.
+/// How often the group's memory is sampled: four times a second for the first ten seconds (a
+/// short build's peak is brief), then once a second (a sample walks all of `/proc`).
 const SAMPLE: Duration = Duration::from_millis(250);
+const SAMPLE_LATER: Duration = Duration::from_secs(1);
+const SAMPLE_FAST_FOR: Duration = Duration::from_secs(10);
 
 /// What a program's process group took while kiln waited for it: the peak of its members'
 /// resident memory summed, in bytes. Shared between the waiting thread and whoever watches.
@@ -104,12 +108,20 @@ pub(super) fn wait<'h>(
         };
     }
     let start = Instant::now();
-    let mut slice = stall.map_or(SAMPLE, |(d, _)| {
-        (d / 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
-    });
-    if usage.is_some() {
-        slice = slice.min(SAMPLE);
-    }
+    let stall_slice = stall.map(|(d, _)| (d / 4).clamp(Duration::from_millis(50), Duration::from_secs(1)));
+    let slice = || {
+        let sample = usage.map(|_| {
+            if start.elapsed() < SAMPLE_FAST_FOR {
+                SAMPLE
+            } else {
+                SAMPLE_LATER
+            }
+        });
+        match (stall_slice, sample) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(SAMPLE_LATER),
+        }
+    };
     let progress = || {
         let size = stall.map_or(0, |(_, log)| std::fs::metadata(log).map_or(0, |m| m.len()));
         let (cpu, rss) = sample(&pids);
@@ -121,7 +133,7 @@ pub(super) fn wait<'h>(
     let mut seen = progress();
     let mut moved = Instant::now();
     loop {
-        match handle.wait_timeout(slice) {
+        match handle.wait_timeout(slice()) {
             Ok(Some(out)) => return (Exit::of(out.status), Some(out)),
             Ok(None) => {}
             Err(e) => return (Exit::NoStatus(format!("lost the process: {e}")), None),
@@ -136,5 +148,31 @@ pub(super) fn wait<'h>(
         } else if let Some((stall, _)) = stall.filter(|(d, _)| moved.elapsed() >= *d) {
             return kill(Exit::Stalled(stall));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::Cmd;
+    use super::Usage;
+
+    #[test]
+    fn the_peak_memory_of_the_whole_group_is_sampled() {
+        // A child of the command (in its group) holds 200 MiB for a second; the command itself
+        // holds little.
+        let dir = tempfile::tempdir().unwrap();
+        let usage = Arc::new(Usage::default());
+        let code = "import subprocess, sys; subprocess.run([sys.executable, '-c', \
+                    'import time; b = b\"1\" * (200 << 20); time.sleep(1)'], check=True)";
+        Cmd::new("python3")
+            .args(["-c", code])
+            .measure(usage.clone())
+            .run_logged(&dir.path().join("log"))
+            .unwrap();
+        assert!(usage.peak() >= 200 << 20, "peak {}", usage.peak());
+        assert!(usage.peak() < 2000 << 20, "peak {}", usage.peak());
+        assert!(usage.current() <= usage.peak());
     }
 }
