@@ -10,6 +10,10 @@ use crate::recipe::Recipe;
 
 use super::status::{Evidence, Status};
 
+/// How a JIT verdict that could not run begins: such a component is installed and imports, so
+/// an install still goes ahead and says afterwards that it is not proven.
+pub const NOT_PROVEN: &str = "JIT not proven";
+
 /// `None` when there is nothing to say: no `[verify] jit`, no target arch, or no proof ran
 /// (the component is missing or does not import, which other checks report).
 pub fn verdict(r: &Recipe, ev: &Evidence) -> Option<(Status, String)> {
@@ -19,7 +23,7 @@ pub fn verdict(r: &Recipe, ev: &Evidence) -> Option<(Status, String)> {
     }
     let proof = match ev.jit.get(&r.name)? {
         JitOutcome::Blocked { reason } => {
-            return Some((Status::Blocked, format!("JIT not proven: {reason}")));
+            return Some((Status::Blocked, format!("{NOT_PROVEN}: {reason}")));
         }
         JitOutcome::Ran(p) if !p.ok => {
             return Some((

@@ -214,7 +214,7 @@ pub fn make(
         } else if a.status == Status::Unsupported && !replaces {
             step.action = Action::Unsupported;
             step.reason = a.evidence.clone();
-        } else if a.status == Status::Blocked && !replaces {
+        } else if a.status == Status::Blocked && !replaces && !a.evidence.starts_with(super::jit::NOT_PROVEN) {
             // Installed, but what it needs is not kiln's to provide (a newer driver): installing
             // the same thing again would not help.
             step.action = Action::Blocked;

@@ -32,6 +32,9 @@ fn plan(w: &World, args: &[&str]) -> std::process::Output {
         .arg(&w.cache)
         .env("KILN_CUDA_VERSION", "13.0")
         .env("CXX", &gxx)
+        // About source builds (their inputs, the torch they compile against): the wheels some
+        // recipes offer are judged in prebuilt.rs and sglang.rs, not fetched here.
+        .env("KILN_NO_PREBUILT", "1")
         .args(args);
     c.output().unwrap()
 }
