@@ -104,9 +104,18 @@ def try_import(name):
     except BaseException as e:  # SystemExit and friends count as failures too
         tb = traceback.format_exception(type(e), e, e.__traceback__)
         imp = isinstance(e, ImportError)
-        # The files the failing import ran through (they left sys.modules with it).
+        # The files the failing import ran through (they left sys.modules with it), and the
+        # directories of the packages it looked in: a module that was not found appears there.
         files = [f.filename for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")]
         path = getattr(e, "path", None) if imp else None
+        missing = getattr(e, "name", None) if imp else None
+        for full in (name, missing if isinstance(missing, str) else ""):
+            parts = full.split(".")
+            for i in range(1, len(parts)):
+                try:
+                    files += [str(d) for d in getattr(sys.modules.get(".".join(parts[:i])), "__path__", [])]
+                except Exception:
+                    pass
         return {
             "ok": False,
             "error": "".join(traceback.format_exception_only(type(e), e)).strip(),

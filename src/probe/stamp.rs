@@ -10,8 +10,9 @@
 //!   each distribution of the component and of the components it depends on and of each
 //!   distribution those require (`Requires-Dist`, transitively: an upgrade of numpy reaches
 //!   torch), every file its imports loaded (module sources and mapped shared objects, as the
-//!   probe reported them; for a failed import, the files it ran through), and — when an import
-//!   failed — the site directories, so that any install retries it;
+//!   probe reported them; for a failed import, the files it ran through and the directories of
+//!   the packages it looked in), and — when an import failed — the site directories, so that
+//!   any install retries it;
 //! - a distribution's **CUDA binaries**: its dist-info directory, `RECORD`, and each shared
 //!   object the `RECORD` lists.
 //!

@@ -250,3 +250,23 @@ fn a_cold_probe_imports_components_side_by_side_and_still_pins_a_crash_or_hang()
     let (c, d) = (t["kiln_slow_c"], t["kiln_slow_d"]);
     assert!(c.1 <= d.0 || d.1 <= c.0, "one at a time: {t:?}");
 }
+
+#[test]
+fn a_module_added_where_a_failed_import_looked_is_seen_without_refresh() {
+    let w = World::new();
+    let pkg = w.site_packages().join("kiln_pkg");
+    std::fs::create_dir(&pkg).unwrap();
+    std::fs::write(pkg.join("__init__.py"), "").unwrap();
+    let dir = w.dir.path().join("sub");
+    std::fs::create_dir(&dir).unwrap();
+    recipe(&dir, "pkg-sub", "pip", "kiln_pkg.sub", &[]);
+    let doctor = || stdout_json(&w.kiln_with(&dir).args(["doctor", "--json"]).output().unwrap());
+    let v = doctor();
+    assert_eq!(component(&v, "pkg-sub")["status"], "broken");
+    assert_eq!(doctor()["machine"]["probe_cache"], "hit");
+    // The missing module appears in the package's directory (not in site-packages itself).
+    std::fs::write(pkg.join("sub.py"), "VALUE = 1\n").unwrap();
+    let v = doctor();
+    assert_eq!(v["machine"]["probe_sources"]["imports"], json!({"pkg-sub": "miss"}));
+    assert_eq!(component(&v, "pkg-sub")["status"], "ok");
+}
