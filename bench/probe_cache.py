@@ -187,7 +187,7 @@ def main():
     }
     shutil.rmtree(work, ignore_errors=True)
 
-    print("machine: %s CPUs (os), kiln uses %s side by side" % (results["cpus"], results["cold"]["side_by_side"]))
+    print("machine: %s CPUs (os); KILN_CPUS=%s" % (results["cpus"], results["kiln_cpus"]))
     print("\n| warm, %d runs interleaved | wall (median) | CPU (median) | exit |" % a.runs)
     print("|---|---|---|---|")
     for k, v in results["warm"].items():
