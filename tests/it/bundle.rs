@@ -89,12 +89,7 @@ fn a_split_bundle_installs_with_its_dependencies_and_builds_offline() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = stdout_json(&out);
-    let entries: Vec<&str> = v["contents"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e.as_str().unwrap())
-        .collect();
+    let entries = crate::common::bundle_entries(&v);
     // The runtime dependencies (dateutil and, through it, six) pinned to what is installed here,
     // and the build requirement with what it needs: real wheels from PyPI.
     for wheel in ["python_dateutil-2.9.0.post0-", "six-", "setuptools-"] {
@@ -143,20 +138,7 @@ fn a_split_bundle_installs_with_its_dependencies_and_builds_offline() {
     let cat = std::process::Command::new("cat").args(&names).output().unwrap();
     std::fs::write(&whole, cat.stdout).unwrap();
     let without = w.dir.path().join("without-wheels.tar");
-    sh(
-        w.dir.path(),
-        &[
-            "python3",
-            "-c",
-            "import sys, tarfile\n\
-             with tarfile.open(sys.argv[1]) as a, tarfile.open(sys.argv[2], 'w') as b:\n\
-             \x20   for m in a.getmembers():\n\
-             \x20       if not m.name.startswith('wheels'):\n\
-             \x20           b.addfile(m, a.extractfile(m) if m.isfile() else None)",
-            whole.to_str().unwrap(),
-            without.to_str().unwrap(),
-        ],
-    );
+    crate::common::without_built_wheels(w.dir.path(), &whole, &without);
     let listed = sh(w.dir.path(), &["tar", "-tf", without.to_str().unwrap()]);
     assert!(
         !listed.contains("wheels/") && listed.contains("wheelhouse/"),

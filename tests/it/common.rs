@@ -408,3 +408,32 @@ pub fn step<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
         .find(|s| s["name"] == name)
         .unwrap()
 }
+
+/// The entries a `kiln bundle --json` document lists.
+pub fn bundle_entries(v: &serde_json::Value) -> Vec<&str> {
+    v["contents"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect()
+}
+
+/// Copies bundle `from` to `to` without its `wheels/` entries (the wheels kiln built), so that a
+/// node installing it builds from the bundled sources.
+pub fn without_built_wheels(dir: &Path, from: &Path, to: &Path) {
+    sh(
+        dir,
+        &[
+            "python3",
+            "-c",
+            "import sys, tarfile\n\
+             with tarfile.open(sys.argv[1]) as a, tarfile.open(sys.argv[2], 'w') as b:\n\
+             \x20   for m in a.getmembers():\n\
+             \x20       if not m.name.startswith('wheels'):\n\
+             \x20           b.addfile(m, a.extractfile(m) if m.isfile() else None)",
+            from.to_str().unwrap(),
+            to.to_str().unwrap(),
+        ],
+    );
+}

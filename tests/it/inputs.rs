@@ -238,12 +238,7 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = stdout_json(&out);
-    let entries: Vec<&str> = v["contents"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e.as_str().unwrap())
-        .collect();
+    let entries = crate::common::bundle_entries(&v);
     assert!(entries.contains(&format!("sources/{}", i.sha).as_str()), "{v}");
     assert_eq!(entries.iter().filter(|e| e.starts_with("git/")).count(), 2, "{v}");
 
@@ -252,20 +247,7 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
         std::fs::rename(gone, gone.with_extension("gone")).unwrap();
     }
     let without = w.dir.path().join("without-wheels.tar");
-    sh(
-        w.dir.path(),
-        &[
-            "python3",
-            "-c",
-            "import sys, tarfile\n\
-             with tarfile.open(sys.argv[1]) as a, tarfile.open(sys.argv[2], 'w') as b:\n\
-             \x20   for m in a.getmembers():\n\
-             \x20       if not m.name.startswith('wheels'):\n\
-             \x20           b.addfile(m, a.extractfile(m) if m.isfile() else None)",
-            bundle.to_str().unwrap(),
-            without.to_str().unwrap(),
-        ],
-    );
+    crate::common::without_built_wheels(w.dir.path(), &bundle, &without);
     let node = venv(&w.dir.path().join("node"));
     let out = w
         .kiln_elsewhere(&node, &w.dir.path().join("node-cache"))

@@ -174,12 +174,7 @@ fn a_bundle_reproduces_the_lock_on_a_node_that_cannot_reach_the_sources() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = stdout_json(&out);
-    let entries: Vec<&str> = v["contents"]["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e.as_str().unwrap())
-        .collect();
+    let entries = crate::common::bundle_entries(&v);
     assert!(entries.contains(&format!("sources/{sha}").as_str()), "{v}");
     assert_eq!(entries.iter().filter(|e| e.starts_with("git/")).count(), 1, "{v}");
     assert_eq!(entries.iter().filter(|e| e.starts_with("wheels/")).count(), 3, "{v}");

@@ -227,20 +227,7 @@ fn offline_builds_and_installs_go_through_uv_and_the_wheelhouse() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     // Without kiln's wheel, so that the node builds from the sdist.
     let without = w.dir.path().join("without-wheels.tar");
-    sh(
-        w.dir.path(),
-        &[
-            "python3",
-            "-c",
-            "import sys, tarfile\n\
-             with tarfile.open(sys.argv[1]) as a, tarfile.open(sys.argv[2], 'w') as b:\n\
-             \x20   for m in a.getmembers():\n\
-             \x20       if not m.name.startswith('wheels'):\n\
-             \x20           b.addfile(m, a.extractfile(m) if m.isfile() else None)",
-            bundle.to_str().unwrap(),
-            without.to_str().unwrap(),
-        ],
-    );
+    crate::common::without_built_wheels(w.dir.path(), &bundle, &without);
     std::fs::remove_file(&tarball).unwrap();
 
     let node = venv(&w.dir.path().join("node"));
