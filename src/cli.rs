@@ -143,6 +143,25 @@ pub enum Command {
     Doctor(Targets),
     /// What `install` would do, step by step in dependency order, with the reason for each
     Plan(Targets),
+    /// Will this serving command run here? Each backend it uses, judged for the target archs
+    ///
+    /// Reads the command after `--` as the engine would (`python -m sglang.launch_server ...`,
+    /// `sglang serve ...`, `vllm serve MODEL ...`, with `VAR=value` prefixes for backends chosen by
+    /// environment variables), the model's `config.json` (and `hf_quant_config.json`) from its
+    /// local directory (never from a hub) for its architecture, quantization and KV cache, and
+    /// resolves each `auto` the way that engine version does. For every flag that matters to the
+    /// model (KV cache, attention and its DSA sub-backends, MoE, FP4 GEMM) it answers: works
+    /// (proven here: the components are ok, the binaries hold the arch, the JIT modules compiled
+    /// for it), not proven (with the `kiln install` line that would make it work), or no — each
+    /// with every reason and its upstream source, and the values that do work instead.
+    ///
+    /// The engine's version is the installed one, else the one TARGETS pin
+    /// (`kiln check 'sglang==0.5.11' -- ...`), else what `kiln plan` would install. Exit status 0
+    /// only when the answer is `works`; 1 otherwise.
+    #[command(
+        after_help = "Examples:\n  kiln check --arch 12.0 -- python -m sglang.launch_server --model-path /models/glm-5-nvfp4 --moe-runner-backend flashinfer_cutedsl\n  kiln check 'vllm==0.33.0' --arch 12.0 --json -- vllm serve /models/qwen3-30b-a3b-nvfp4 --moe-backend cutlass\n  kiln check --arch 12.0 -- VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve /models/llama"
+    )]
+    Check(CheckArgs),
     /// Build and install what is missing or broken, verifying each component before the next
     ///
     /// Each component is built into a wheel first, then installed; its imports are re-run in a
@@ -211,6 +230,15 @@ pub struct ArchArgs {
 pub struct Targets {
     /// Components, optionally with features: `sglang`, `flashinfer[cutedsl]` [default: all]
     pub targets: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Pins for the engine when it is not installed (`sglang==0.5.11`), or other components to judge
+    pub targets: Vec<String>,
+    /// The serving command line, after `--`
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@
 mod arch_cmd;
 mod bundle;
 mod cache;
+mod check;
 mod doctor;
 mod install;
 mod lock;
@@ -109,6 +110,7 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
     match command {
         Command::Doctor(t) => doctor::run(s, &t.targets),
         Command::Plan(t) => plan::run(s, &t.targets),
+        Command::Check(a) => check::run(s, &a.targets, &a.command),
         Command::Install(a) => {
             let s = &Settings {
                 jit_proof: !a.no_jit_proof,
@@ -147,7 +149,7 @@ fn conflict(s: &Settings, c: &Conflict) -> Failure {
 
 /// The recipes (`--recipes DIR`, else the embedded ones); problems in them are reported at
 /// their `file:line:col`.
-fn load_recipes(s: &Settings) -> Result<RecipeSet, Failure> {
+pub(crate) fn load_recipes(s: &Settings) -> Result<RecipeSet, Failure> {
     let loaded = match &s.recipes {
         Some(dir) => RecipeSet::from_dir(dir),
         None => RecipeSet::embedded(),

@@ -7,9 +7,11 @@
 
 pub mod binaries;
 pub mod cache;
+pub mod choices;
 pub mod gather;
 pub mod jit;
 pub mod machine;
+pub mod model;
 pub mod needed;
 pub mod owners;
 pub mod python;

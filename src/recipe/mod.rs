@@ -12,12 +12,14 @@ pub mod diag;
 pub mod inputs;
 pub mod model;
 pub mod parse;
+pub mod serving;
 pub mod set;
 pub mod template;
 pub mod tool;
 
 pub use diag::{Diagnostic, Diagnostics};
 pub use inputs::{Input, InputSource};
-pub use model::{Backend, Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source, parse_duration};
+pub use model::{Build, Dependency, Feature, Kind, Recipe, Requires, Rule, Source, parse_duration};
+pub use serving::Backend;
 pub use set::{LoadError, RecipeSet};
 pub use tool::{Tool, ToolWheel};

@@ -220,28 +220,6 @@ pub struct Feature {
     pub imports: Vec<String>,
 }
 
-/// A runtime backend a consumer offers (`--moe-runner-backend flashinfer_cutlass`), and what it
-/// needs to work.
-#[derive(Debug, Clone, Serialize)]
-pub struct Backend {
-    pub flag: String,
-    pub value: String,
-    /// Components (with features) it needs besides its consumer.
-    pub needs: Vec<(String, Vec<String>)>,
-    /// The GPU archs it runs on; `None` means no restriction beyond its needs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub arch: Option<Vec<crate::arch::Arch>>,
-    /// The CUDA toolkit it needs at run time (JIT compiles), if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cuda: Option<String>,
-    #[serde(skip)]
-    pub cuda_req: Option<semver::VersionReq>,
-    /// The reason for the arch or toolkit rule, with its source.
-    pub why: String,
-    #[serde(skip)]
-    pub span: Option<Range<usize>>,
-}
-
 /// One version a recipe describes (`[[versions]]`), with its own source and pins.
 #[derive(Debug, Clone, Serialize)]
 pub struct VersionEntry {
@@ -319,9 +297,12 @@ pub struct Recipe {
     /// The versions kiln can install, in order of preference (newest first). Without
     /// `[[versions]]` this is the one `[package] version` with `[source]`.
     pub versions: Vec<VersionEntry>,
-    /// Runtime backends this component offers.
+    /// Runtime backends this component offers (`[[backends]]`), in file order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub backends: Vec<Backend>,
+    pub backends: Vec<super::serving::Backend>,
+    /// How a serving command line starts it, where its installed version lists a flag's
+    /// values, and how `auto` resolves (`[serving]`, `[[auto]]`).
+    pub serving: super::serving::Serving,
     /// `[[binaries.optional]]`: CUDA binaries that may lack an image for some archs, with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub optional_binaries: Vec<super::binaries::OptionalBinaries>,

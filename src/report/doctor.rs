@@ -14,7 +14,7 @@ use crate::probe::binaries::Binaries;
 use crate::probe::cache::CacheUse;
 use crate::probe::machine::{Gpu, Sourced, Toolkit};
 use crate::probe::python::TorchFacts;
-use crate::resolve::backends::BackendVerdict;
+use crate::resolve::serving::summary::BackendSummary;
 use crate::resolve::{Assessment, Status};
 
 /// What `kiln doctor --json` prints (through [`super::json_doc`]: keys in name order).
@@ -23,7 +23,8 @@ pub struct Doctor<'a> {
     pub machine: Machine<'a>,
     pub components: &'a [Assessment],
     pub torch: Option<&'a TorchFacts>,
-    pub backends: Vec<BackendVerdict>,
+    #[serde(serialize_with = "backends_json")]
+    pub backends: Vec<BackendSummary>,
     pub binaries: Vec<DistBinaries<'a>>,
     /// JIT proofs by component: the kernels compiled and the images read back from them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -200,20 +201,7 @@ pub fn human(d: &Doctor) {
             );
         }
     }
-    if !d.backends.is_empty() {
-        println!();
-        println!("backends");
-        let w = d
-            .backends
-            .iter()
-            .map(|b| b.component.len() + b.flag.len() + b.value.len() + 2)
-            .max()
-            .unwrap_or(0);
-        for b in &d.backends {
-            let label = format!("{} {} {}", b.component, b.flag, b.value);
-            println!("  {label:w$}  {:11}  {}", b.status.as_str(), b.why);
-        }
-    }
+    super::serving::doctor_section(&d.backends);
     runtime_human(&d.runtime);
     let bad = d.components.iter().filter(|a| a.status != Status::Ok).count();
     println!();
@@ -225,6 +213,28 @@ pub fn human(d: &Doctor) {
             d.components.len()
         );
     }
+}
+
+/// The backends with their reasons rendered beside the typed fields.
+fn backends_json<S: serde::Serializer>(b: &[BackendSummary], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    #[derive(Serialize)]
+    struct Row<'a> {
+        #[serde(flatten)]
+        summary: &'a BackendSummary,
+        works_text: &'static str,
+        #[serde(rename = "reasons")]
+        rendered: Vec<super::serving::Rendered<'a>>,
+    }
+    let mut seq = s.serialize_seq(Some(b.len()))?;
+    for x in b {
+        seq.serialize_element(&Row {
+            summary: x,
+            works_text: super::serving::word(x.works),
+            rendered: super::serving::rendered(&x.reasons),
+        })?;
+    }
+    seq.end()
 }
 
 /// The run-time section: the defaults file and the precompiled modules of each component.

@@ -9,12 +9,14 @@
 pub mod arch;
 pub mod bundle;
 pub mod cache;
+pub mod check;
 pub mod doctor;
 pub mod install;
 pub mod lock;
 pub mod plan;
 pub mod progress;
 pub mod recipes;
+pub mod serving;
 pub mod timings;
 pub mod verify;
 

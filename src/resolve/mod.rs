@@ -3,13 +3,13 @@
 //! `status` decides what each component is (`ok`, `missing`, `broken`, ...) with evidence;
 //! `plan` decides what to do about it, in dependency order. Nothing here prints or touches disk.
 
-pub mod backends;
 pub mod driver;
 pub mod jit;
 pub mod kernels;
 pub mod owners;
 pub mod plan;
 pub mod provable;
+pub mod serving;
 pub mod solve;
 pub mod spec;
 pub mod status;

@@ -8,6 +8,7 @@
 //! results are shown, and it never prints.
 
 pub mod aot;
+pub mod check;
 mod evidence;
 mod jit;
 pub mod locked;
@@ -27,7 +28,7 @@ use crate::probe::python::{self, PythonFacts};
 use crate::probe::smoke::SmokeResult;
 use crate::probe::{self, MachineFacts};
 use crate::recipe::RecipeSet;
-use crate::resolve::backends::{self, BackendVerdict};
+use crate::resolve::serving::summary::BackendSummary;
 use crate::resolve::{self, Assessment};
 use crate::settings::Settings;
 
@@ -167,9 +168,38 @@ impl Session {
         resolve::owners::provider(self.set.get(name)?, &self.facts).map(|f| f.dist)
     }
 
-    /// Verdicts for the runtime backends of the consumers in scope.
-    pub fn backends(&self) -> Vec<BackendVerdict> {
-        backends::verdicts(&self.set, &self.machine, &self.assessments, &self.scope, &self.archs)
+    /// Verdicts for the runtime backends of the consumers in scope, for their installed
+    /// versions, on each target arch.
+    pub fn backends(&self) -> Vec<BackendSummary> {
+        let consumers: Vec<(String, Option<pep440_rs::Version>)> = self
+            .scope
+            .iter()
+            .filter(|(n, _)| self.set.get(n).is_some_and(|r| !r.backends.is_empty()))
+            .map(|(n, _)| (n.clone(), self.installed_version(n)))
+            .collect();
+        resolve::serving::summary::summaries(&self.serving_evidence(), &consumers, &self.archs)
+    }
+
+    /// The installed version of component `name` (its public part), if any.
+    pub fn installed_version(&self, name: &str) -> Option<pep440_rs::Version> {
+        self.installed(name)?.version.split('+').next()?.parse().ok()
+    }
+
+    /// What serving verdicts are judged on here.
+    pub fn serving_evidence(&self) -> resolve::serving::Evidence<'_> {
+        resolve::serving::Evidence {
+            set: &self.set,
+            machine: &self.machine,
+            assessments: &self.assessments,
+            binaries: &self.binaries,
+            locations: self
+                .facts
+                .dists
+                .iter()
+                .filter_map(|(k, d)| Some((k.clone(), d.location.clone()?)))
+                .collect(),
+            jit: &self.jit,
+        }
     }
 
     /// What a verdict is judged on: `facts`, this session's binaries and smoke tests, and `jit`.

@@ -38,8 +38,8 @@ use doc::Table;
 pub use versions::MAX_VERSIONS;
 
 const TOP: &[&str] = &[
-    "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends", "versions",
-    "runtime", "aot", "binaries",
+    "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends", "auto",
+    "serving", "versions", "runtime", "aot", "binaries",
 ];
 
 /// A file with problems: every diagnostic, and the dependencies that could be read, so that the
@@ -81,7 +81,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     let verify = verify::read(&mut cx, root);
     let features = verify::features(&mut cx, root);
     let v = versions::read(&mut cx, root, package.kind, package.version, source.source);
-    let backends = backends::read(&mut cx, root);
+    let (backends, serving) = backends::read(&mut cx, root);
     let runtime_env = runtime::env(&mut cx, root);
     let aot = runtime::aot(&mut cx, root);
     let optional_binaries = binaries::read(&mut cx, root);
@@ -136,6 +136,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         features,
         versions: v.versions,
         backends,
+        serving,
         optional_binaries,
         depends_sorted: Vec::new(),
         file: file.to_string(),

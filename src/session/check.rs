@@ -1,0 +1,151 @@
+//! `kiln check`: a serving command line judged for this machine and the target archs. The
+//! engine's version is the installed one, else the one the targets pin, else what a plan would
+//! install (the solver's choice, nothing fetched); the values a flag accepts come from the
+//! installed engine's own source; the model is read from its local directory. It deliberately
+//! ignores how the answer is shown.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{Session, SessionError};
+use crate::arch::Arch;
+use crate::probe::model::{self, ModelConfig};
+use crate::recipe::serving::Selector;
+use crate::resolve::serving::cmdline::ServeCommand;
+use crate::resolve::serving::workload::{self, Workload};
+use crate::resolve::serving::{self, Verdict};
+use crate::resolve::solve;
+
+/// Where the engine's version came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VersionFrom {
+    Installed,
+    Pinned,
+    Plan,
+    Unknown,
+}
+
+/// The values the installed engine accepts for a flag, and the file they were read from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Choices {
+    pub selector: Selector,
+    pub values: Vec<String>,
+    pub file: String,
+}
+
+/// The whole answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub engine: String,
+    pub version: Option<String>,
+    pub version_from: VersionFrom,
+    pub archs: Vec<Arch>,
+    pub model: ModelConfig,
+    pub workload: Workload,
+    pub command: ServeCommand,
+    pub choices: Vec<Choices>,
+    pub verdicts: Vec<Verdict>,
+    pub works: Option<bool>,
+    /// What `kiln install` would add for the verdicts that are not proven yet.
+    pub install: Vec<String>,
+}
+
+impl Session {
+    /// Judges `cmd` (its engine is in this session's scope).
+    pub fn check(&self, cmd: ServeCommand) -> Result<Check, SessionError> {
+        let consumer = self
+            .set
+            .get(&cmd.engine)
+            .ok_or_else(|| SessionError::Usage(format!("no recipe named `{}`", cmd.engine)))?;
+        let (version, version_from) = match self.installed_version(&cmd.engine) {
+            Some(v) => (Some(v), VersionFrom::Installed),
+            None => match solve::solve(&self.set, &self.facts, &self.request) {
+                Ok(sol) => {
+                    let from = if self.request.pins.contains_key(&cmd.engine) {
+                        VersionFrom::Pinned
+                    } else {
+                        VersionFrom::Plan
+                    };
+                    match sol.chosen.get(&cmd.engine).and_then(|v| v.parse().ok()) {
+                        Some(v) => (Some(v), from),
+                        None => (None, VersionFrom::Unknown),
+                    }
+                }
+                Err(_) => (None, VersionFrom::Unknown),
+            },
+        };
+        let dir = cmd.model.as_deref().unwrap_or_default();
+        let model = model::read(Path::new(dir)).map_err(|e| SessionError::Usage(e.to_string()))?;
+        let workload =
+            workload::of(&model).map_err(|e| SessionError::Usage(format!("{}: {e}", model.dir.display())))?;
+        let choices = self.installed_choices(&cmd.engine, version.as_ref());
+        let by_selector: BTreeMap<Selector, (Vec<String>, String)> = choices
+            .iter()
+            .map(|c| (c.selector.clone(), (c.values.clone(), c.file.clone())))
+            .collect();
+        let req = serving::Request {
+            consumer,
+            version: version.clone(),
+            archs: &self.archs,
+            workload: &workload,
+            user: &cmd.values,
+            choices: &by_selector,
+        };
+        let verdicts = serving::check(&req, &self.serving_evidence());
+        let mut install: Vec<String> = Vec::new();
+        for i in verdicts.iter().flat_map(|v| v.install.iter()) {
+            if !install.contains(i) {
+                install.push(i.clone());
+            }
+        }
+        Ok(Check {
+            engine: cmd.engine.clone(),
+            version: version.map(|v| v.to_string()),
+            version_from,
+            archs: self.archs.clone(),
+            works: serving::works(&verdicts),
+            model,
+            workload,
+            command: cmd,
+            choices,
+            verdicts,
+            install,
+        })
+    }
+
+    /// The values the installed `engine` accepts, for each `[[serving.choices]]` of its version
+    /// whose file it has; none when it is not installed.
+    fn installed_choices(&self, engine: &str, version: Option<&pep440_rs::Version>) -> Vec<Choices> {
+        let (Some(r), Some(dist)) = (self.set.get(engine), self.installed(engine)) else {
+            return Vec::new();
+        };
+        let Some(loc) = dist.location.as_deref() else {
+            return Vec::new();
+        };
+        let wanted: Vec<_> = r
+            .serving
+            .choices
+            .iter()
+            .filter(|c| c.when.version_matches(version))
+            .collect();
+        let asks: Vec<(std::path::PathBuf, String, bool)> = wanted
+            .iter()
+            .map(|c| (Path::new(loc).join(&c.file), c.name.clone(), c.member_names))
+            .collect();
+        let answers = crate::probe::choices::read(&self.python, &asks).unwrap_or_default();
+        wanted
+            .iter()
+            .zip(answers)
+            .filter_map(|(c, a)| {
+                Some(Choices {
+                    selector: c.selector.clone(),
+                    values: a?,
+                    file: format!("{}:{}", c.file, c.name),
+                })
+            })
+            .collect()
+    }
+}
