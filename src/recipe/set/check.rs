@@ -99,12 +99,15 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Backends must name known components and features.
+    /// Backends must name known components and features (in `needs` and `jit`); two facts of one
+    /// value must not hold for the same version; an `[[auto]]` rule must name a value the recipe
+    /// has a fact for.
     pub fn backends(&self, diags: &mut Vec<Diagnostic>) {
         for r in self.recipes.values() {
-            for b in &r.backends {
-                for (need, feats) in &b.needs {
-                    let problem = match self.get(need) {
+            for (i, b) in r.backends.iter().enumerate() {
+                let jit = b.jit.iter().map(|(c, _)| (c.clone(), Vec::new()));
+                for (need, feats) in b.needs.iter().cloned().chain(jit) {
+                    let problem = match self.get(&need) {
                         None => Some(format!("backend `{}` needs unknown component `{need}`", b.value)),
                         Some(t) => feats
                             .iter()
@@ -116,8 +119,36 @@ impl<'a> World<'a> {
                         diags.push(self.at(r, b.span.clone(), message, fix));
                     }
                 }
+                let same = r.backends[..i]
+                    .iter()
+                    .find(|o| o.selector == b.selector && o.value == b.value && overlap(r, o, b));
+                if let Some(o) = same {
+                    let message = format!(
+                        "a second [[backends]] for {} {} that holds for the same versions as the one at {}",
+                        b.selector,
+                        b.value,
+                        self.line_of(r, o.span.clone())
+                    );
+                    let fix = "give each fact of one value its own `versions` range (e.g. `<0.5.20` and `>=0.5.20`)";
+                    diags.push(self.at(r, b.span.clone(), message, fix));
+                }
+            }
+            for a in &r.serving.auto {
+                let known = r.backends.iter().any(|b| b.selector == a.selector && b.value == a.value);
+                if !known && a.value != "auto" {
+                    let message = format!("[[auto]] resolves {} to `{}`, which has no [[backends]] fact", a.selector, a.value);
+                    let fix = format!("add a [[backends]] entry for {} = \"{}\", or fix the value", a.selector, a.value);
+                    diags.push(self.at(r, a.span.clone(), message, fix));
+                }
             }
         }
+    }
+
+    /// `line N` of a span in `r`'s file.
+    fn line_of(&self, r: &Recipe, span: Option<std::ops::Range<usize>>) -> String {
+        let src = self.sources[r.file.as_str()];
+        let line = span.map_or(0, |s| src[..s.start.min(src.len())].lines().count() + 1);
+        format!("line {line}")
     }
 
     /// Files with other problems still get their unknown dependency names reported; a name that
@@ -197,4 +228,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// Whether two facts' version ranges share a version the recipe offers (unscoped facts hold for
+/// every version).
+fn overlap(r: &Recipe, a: &crate::recipe::serving::Backend, b: &crate::recipe::serving::Backend) -> bool {
+    match (&a.serves.versions_spec, &b.serves.versions_spec) {
+        (None, _) | (_, None) => true,
+        (Some(x), Some(y)) => r.versions.iter().any(|v| x.contains(&v.version) && y.contains(&v.version)),
+    }
 }

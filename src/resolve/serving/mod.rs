@@ -266,3 +266,6 @@ pub fn works(verdicts: &[Verdict]) -> Option<bool> {
         Some(true)
     }
 }
+
+#[cfg(test)]
+mod tests;
