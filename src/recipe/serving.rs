@@ -247,6 +247,10 @@ pub struct AutoRule {
     pub selector: Selector,
     #[serde(flatten)]
     pub when: Filters,
+    /// Other flags the rule needs on the command line, with their values
+    /// (`flags = { "--quantization" = "modelopt_fp4" }`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<(String, String)>,
     pub value: String,
     pub why: String,
     #[serde(skip)]

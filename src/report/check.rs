@@ -130,10 +130,11 @@ pub fn human(c: &Check) {
         };
         println!("  {:10}  {} {}{by}", word(v.works), v.selector, v.value);
         for r in &v.reasons {
-            if r.effect() == Effect::Proof && v.works != Some(true) {
+            let auto = matches!(r, crate::resolve::serving::reason::Reason::AutoChose { .. });
+            if r.effect() == Effect::Proof && v.works != Some(true) && !auto {
                 continue;
             }
-            let line = if r.effect() == Effect::No {
+            let line = if r.effect() == Effect::No || auto {
                 with_source(r)
             } else {
                 text(r)

@@ -238,8 +238,22 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<Range<usize>>) -> Option<B
 fn auto(cx: &mut Ctx, t: Table<'_>, header: Option<Range<usize>>) -> Option<AutoRule> {
     let section = "auto";
     let mut allowed = FILTERS.to_vec();
-    allowed.extend(["flag", "env", "value", "why"]);
+    allowed.extend(["flag", "env", "value", "why", "flags"]);
     cx.check_keys(t, section, &allowed);
+    let mut flags = Vec::new();
+    if let Some(ft) = cx.table(t, "flags", section) {
+        for e in ft.entries() {
+            match e.item.as_str() {
+                Some(v) if e.key.starts_with('-') => flags.push((e.key.to_string(), v.to_string())),
+                Some(_) => cx.error(
+                    Some(e.key_span),
+                    format!("`auto.flags`: `{}` is not a flag", e.key),
+                    "write the flag as the engine spells it: `flags = { \"--quantization\" = \"modelopt_fp4\" }`",
+                ),
+                None => cx.wrong_type(e.item, "a string", e.key, "auto.flags"),
+            }
+        }
+    }
     let selector = selector(cx, t, section, header.clone());
     let value = cx.required(t, "value", section, header.clone());
     let why = cx.required(t, "why", section, header.clone());
@@ -247,6 +261,7 @@ fn auto(cx: &mut Ctx, t: Table<'_>, header: Option<Range<usize>>) -> Option<Auto
     Some(AutoRule {
         selector: selector?,
         when,
+        flags,
         value: value?.value.to_string(),
         why: why?.value.to_string(),
         span: header,

@@ -134,10 +134,19 @@ impl<'a> World<'a> {
                 }
             }
             for a in &r.serving.auto {
-                let known = r.backends.iter().any(|b| b.selector == a.selector && b.value == a.value);
+                let known = r
+                    .backends
+                    .iter()
+                    .any(|b| b.selector == a.selector && b.value == a.value);
                 if !known && a.value != "auto" {
-                    let message = format!("[[auto]] resolves {} to `{}`, which has no [[backends]] fact", a.selector, a.value);
-                    let fix = format!("add a [[backends]] entry for {} = \"{}\", or fix the value", a.selector, a.value);
+                    let message = format!(
+                        "[[auto]] resolves {} to `{}`, which has no [[backends]] fact",
+                        a.selector, a.value
+                    );
+                    let fix = format!(
+                        "add a [[backends]] entry for {} = \"{}\", or fix the value",
+                        a.selector, a.value
+                    );
                     diags.push(self.at(r, a.span.clone(), message, fix));
                 }
             }
@@ -235,6 +244,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 fn overlap(r: &Recipe, a: &crate::recipe::serving::Backend, b: &crate::recipe::serving::Backend) -> bool {
     match (&a.serves.versions_spec, &b.serves.versions_spec) {
         (None, _) | (_, None) => true,
-        (Some(x), Some(y)) => r.versions.iter().any(|v| x.contains(&v.version) && y.contains(&v.version)),
+        (Some(x), Some(y)) => r
+            .versions
+            .iter()
+            .any(|v| x.contains(&v.version) && y.contains(&v.version)),
     }
 }

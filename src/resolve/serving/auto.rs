@@ -1,7 +1,9 @@
 //! How an engine resolves `auto` (or a flag left out) in one of its versions: the recipe's
 //! `[[auto]]` rules of that selector, tried in file order, first match wins; each filter sees the
-//! arch, the model and the KV dtype already resolved. It deliberately does not judge the value it
+//! arch, the model, the KV dtype already resolved and the other flags on the command line. It deliberately does not judge the value it
 //! finds ([`super::judge`] does).
+
+use std::collections::BTreeMap;
 
 use pep440_rs::Version;
 
@@ -18,6 +20,7 @@ pub fn rule<'r>(
     arch: Arch,
     w: &Workload,
     kv: Option<KvDtype>,
+    user: &BTreeMap<Selector, String>,
 ) -> Option<&'r AutoRule> {
     consumer
         .serving
@@ -31,6 +34,9 @@ pub fn rule<'r>(
                 && (f.quant.is_empty() || f.quant.contains(&w.quant))
                 && (f.models.is_empty() || f.models.iter().any(|m| w.is(*m)))
                 && (f.kv_cache.is_empty() || kv.is_some_and(|k| f.kv_cache.contains(&k)))
+                && r.flags
+                    .iter()
+                    .all(|(flag, want)| user.get(&Selector::Flag(flag.clone())) == Some(want))
         })
 }
 

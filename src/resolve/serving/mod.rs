@@ -167,19 +167,28 @@ pub fn check(req: &Request, ev: &Evidence) -> Vec<Verdict> {
     let v = req.version.as_ref();
     let w = req.workload;
     let mut out = Vec::new();
+    // Each selector once, under the first kind (in resolution order) a fact gives it.
+    let mut order: Vec<(BackendKind, Selector)> = Vec::new();
+    for kind in ORDER {
+        let mut sels = selectors(req.consumer, kind, v);
+        for s in req.user.keys() {
+            let of_kind = judge::applicable(req.consumer, v)
+                .iter()
+                .any(|b| &b.selector == s && b.kind == kind);
+            if of_kind && !sels.contains(s) {
+                sels.push(s.clone());
+            }
+        }
+        for s in sels {
+            if !order.iter().any(|(_, o)| o == &s) {
+                order.push((kind, s));
+            }
+        }
+    }
     for &arch in req.archs {
         let mut kv: Option<KvDtype> = w.checkpoint_kv;
-        for kind in ORDER {
-            let mut sels = selectors(req.consumer, kind, v);
-            for s in req.user.keys() {
-                let of_kind = judge::applicable(req.consumer, v)
-                    .iter()
-                    .any(|b| &b.selector == s && b.kind == kind);
-                if of_kind && !sels.contains(s) {
-                    sels.push(s.clone());
-                }
-            }
-            for sel in sels {
+        {
+            for (kind, sel) in order.iter().cloned() {
                 let user = req.user.get(&sel).filter(|x| x.as_str() != "auto");
                 if user.is_none() && !always(kind, w) {
                     continue;
@@ -187,7 +196,7 @@ pub fn check(req: &Request, ev: &Evidence) -> Vec<Verdict> {
                 let mut reasons = Vec::new();
                 let (value, chosen_by) = match user {
                     Some(u) => (u.clone(), ChosenBy::User),
-                    None => match auto::rule(req.consumer, &sel, v, arch, w, kv) {
+                    None => match auto::rule(req.consumer, &sel, v, arch, w, kv, req.user) {
                         Some(rule) => {
                             reasons.push(Reason::AutoChose {
                                 selector: sel.clone(),
@@ -198,16 +207,17 @@ pub fn check(req: &Request, ev: &Evidence) -> Vec<Verdict> {
                         }
                         None if kind == BackendKind::KvCache => {
                             let d = w.checkpoint_kv.unwrap_or(w.activation_kv());
+                            let spelled = kv_spelling(req.consumer, v, &sel, d);
                             reasons.push(Reason::AutoDefault {
                                 selector: sel.clone(),
-                                value: d.to_string(),
+                                value: spelled.clone(),
                                 basis: if w.checkpoint_kv.is_some() {
                                     "the checkpoint's KV cache quantization".into()
                                 } else {
                                     "the model's dtype".into()
                                 },
                             });
-                            (d.to_string(), ChosenBy::Auto)
+                            (spelled, ChosenBy::Auto)
                         }
                         // No fact says what `auto` picks here: not judged, said by name.
                         None => ("auto".to_string(), ChosenBy::Auto),
@@ -239,6 +249,7 @@ pub fn check(req: &Request, ev: &Evidence) -> Vec<Verdict> {
                         }
                     }
                 }
+                let kind = judge::fact(req.consumer, v, &sel, &value).map_or(kind, |b| b.kind);
                 out.push(Verdict {
                     selector: sel,
                     kind,
@@ -254,6 +265,18 @@ pub fn check(req: &Request, ev: &Evidence) -> Vec<Verdict> {
         }
     }
     out
+}
+
+/// How `selector` spells KV dtype `d` in this version (`bfloat16` in vLLM, `bf16` in SGLang).
+fn kv_spelling(r: &Recipe, v: Option<&Version>, selector: &Selector, d: KvDtype) -> String {
+    let facts = judge::applicable(r, v);
+    let spellings: Vec<&str> = facts
+        .iter()
+        .filter(|b| &b.selector == selector && auto::kv_dtype(&b.value) == Some(d))
+        .map(|b| b.value.as_str())
+        .collect();
+    let exact = spellings.iter().find(|x| **x == d.as_str());
+    exact.or(spellings.first()).map_or(d.to_string(), |x| x.to_string())
 }
 
 /// The answer for the whole command: no when any verdict is no, proven only when all are.
