@@ -223,7 +223,13 @@ pub fn doctor_section(backends: &[BackendSummary]) {
         let head = (b.component.as_str(), b.arch, b.kind.as_str());
         if last != Some(head) {
             let on = b.arch.map(|a| format!(" on {a}")).unwrap_or_default();
-            println!("  {} {} ({}){on}", b.component, b.kind.as_str(), selector(&b.selector));
+            let version = b.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+            println!(
+                "  {}{version} {} ({}){on}",
+                b.component,
+                b.kind.as_str(),
+                selector(&b.selector)
+            );
             last = Some(head);
         }
         let against: Vec<String> = b

@@ -169,13 +169,21 @@ impl Session {
     }
 
     /// Verdicts for the runtime backends of the consumers in scope, for their installed
-    /// versions, on each target arch.
+    /// versions (else the versions a plan would install), on each target arch.
     pub fn backends(&self) -> Vec<BackendSummary> {
+        let planned = resolve::solve::solve(&self.set, &self.facts, &self.request)
+            .map(|s| s.chosen)
+            .unwrap_or_default();
         let consumers: Vec<(String, Option<pep440_rs::Version>)> = self
             .scope
             .iter()
             .filter(|(n, _)| self.set.get(n).is_some_and(|r| !r.backends.is_empty()))
-            .map(|(n, _)| (n.clone(), self.installed_version(n)))
+            .map(|(n, _)| {
+                let v = self
+                    .installed_version(n)
+                    .or_else(|| planned.get(n).and_then(|v| v.parse().ok()));
+                (n.clone(), v)
+            })
             .collect();
         resolve::serving::summary::summaries(&self.serving_evidence(), &consumers, &self.archs)
     }

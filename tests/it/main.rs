@@ -2,6 +2,7 @@
 
 mod build;
 mod bundle;
+mod check;
 mod common;
 mod compile_cache;
 mod compile_fit;

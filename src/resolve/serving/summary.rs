@@ -16,6 +16,8 @@ use crate::recipe::serving::{Backend, BackendKind, Quant, Selector};
 #[derive(Debug, Clone, Serialize)]
 pub struct BackendSummary {
     pub component: String,
+    /// The consumer version the facts are for (installed, else planned).
+    pub version: Option<String>,
     pub selector: Selector,
     pub kind: BackendKind,
     pub value: String,
@@ -67,6 +69,7 @@ pub fn summaries(ev: &Evidence, consumers: &[(String, Option<Version>)], archs: 
             if archs.is_empty() {
                 out.push(BackendSummary {
                     component: r.name.clone(),
+                    version: version.as_ref().map(|v| v.to_string()),
                     selector: b.selector.clone(),
                     kind: b.kind,
                     value: b.value.clone(),
@@ -87,6 +90,7 @@ pub fn summaries(ev: &Evidence, consumers: &[(String, Option<Version>)], archs: 
                 let (serves, refuses, any_quant) = schemes(b, arch);
                 out.push(BackendSummary {
                     component: r.name.clone(),
+                    version: version.as_ref().map(|v| v.to_string()),
                     selector: b.selector.clone(),
                     kind: b.kind,
                     value: b.value.clone(),
