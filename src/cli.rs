@@ -236,6 +236,11 @@ pub struct Targets {
 pub struct CheckArgs {
     /// Pins for the engine when it is not installed (`sglang==0.5.11`), or other components to judge
     pub targets: Vec<String>,
+    /// Compile the JIT modules the chosen backends need for the target archs now (FlashInfer's
+    /// CUTLASS fused MoE for sm_120 takes many minutes and GiBs of memory per job), instead of
+    /// taking only proofs already in the cache
+    #[arg(long)]
+    pub prove_jit: bool,
     /// The serving command line, after `--`
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,

@@ -6,7 +6,10 @@ FLASHINFER_CUDA_ARCH_LIST (space-separated, e.g. "12.0f"; read at import,
 flashinfer/compilation_context.py:114-125 in 0.7.4), CUDA_HOME (flashinfer/jit/cpp_ext.py:47-64),
 MAX_JOBS (ninja -j, cpp_ext.py:404-408), FLASHINFER_NVCC_THREADS (cpp_ext.py:94-112), and
 KILN_JIT_DIR, a fresh directory this script must write into. KILN_JIT_KERNELS (optional) picks
-kernels: silu (default; the quickest), norm, decode.
+kernels: silu (default; the quickest), norm, decode, and cutlass_fused_moe — the CUTLASS fused MoE
+behind SGLang's and vLLM's `flashinfer_cutlass` MoE backend, built for the target archs' family
+(gen_cutlass_fused_moe_sm120_module / _sm100_ / _sm90_, flashinfer/jit/fused_moe.py:108-163 in
+0.7.2; use_fast_build, the smaller kernel set; many minutes and GiBs per job).
 
 The kernels are those flashinfer builds at first use: gen_act_and_mul_module("silu")
 (flashinfer/activation.py:48), gen_norm_module() (flashinfer/norm/__init__.py:277) and
@@ -70,8 +73,24 @@ try:
 except ImportError:
     pass
 
+
+def cutlass_fused_moe():
+    """The fused MoE module for the family of the first target arch (KILN_TARGET_ARCHS)."""
+    from flashinfer.jit import fused_moe
+
+    major = int(os.environ.get("KILN_TARGET_ARCHS", "12.0").split()[0].split(".")[0])
+    gen = {12: "gen_cutlass_fused_moe_sm120_module", 10: "gen_cutlass_fused_moe_sm100_module", 9: "gen_cutlass_fused_moe_sm90_module"}
+    make = getattr(fused_moe, gen[major])
+    try:
+        return make(use_fast_build=True)
+    except TypeError:  # a release whose generator has no fast-build switch
+        return make()
+
+
+kernels["cutlass_fused_moe"] = cutlass_fused_moe
+
 for name in os.environ.get("KILN_JIT_KERNELS", "silu").split(","):
     start = time.perf_counter()
     spec = kernels[name.strip()]()
     spec.build(verbose=True)
-    print(json.dumps({"kernel": spec.name, "files": [str(spec.get_library_path())], "seconds": round(time.perf_counter() - start, 2)}), flush=True)
+    print(json.dumps({"kernel": spec.name, "asked": name.strip(), "files": [str(spec.get_library_path())], "seconds": round(time.perf_counter() - start, 2)}), flush=True)

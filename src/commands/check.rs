@@ -7,7 +7,7 @@ use crate::resolve::serving::cmdline;
 use crate::session::Session;
 use crate::settings::Settings;
 
-pub fn run(settings: &Settings, targets: &[String], command: &[String]) -> CmdResult {
+pub fn run(settings: &Settings, targets: &[String], command: &[String], prove_jit: bool) -> CmdResult {
     let set = load_recipes(settings)?;
     let cmd = cmdline::parse(&set, command).map_err(|e| Failure::Usage(e.to_string()))?;
     let mut wanted = targets.to_vec();
@@ -16,7 +16,7 @@ pub fn run(settings: &Settings, targets: &[String], command: &[String]) -> CmdRe
         wanted.push(cmd.engine.clone());
     }
     let s = Session::open(settings, set, &wanted)?;
-    let answer = s.check(cmd)?;
+    let answer = s.check(settings, cmd, prove_jit)?;
     if settings.json {
         report::json_doc(&report::check::Json::of(&answer));
     } else if !settings.quiet {

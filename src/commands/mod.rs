@@ -110,7 +110,7 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
     match command {
         Command::Doctor(t) => doctor::run(s, &t.targets),
         Command::Plan(t) => plan::run(s, &t.targets),
-        Command::Check(a) => check::run(s, &a.targets, &a.command),
+        Command::Check(a) => check::run(s, &a.targets, &a.command, a.prove_jit),
         Command::Install(a) => {
             let s = &Settings {
                 jit_proof: !a.no_jit_proof,

@@ -49,6 +49,9 @@ pub struct JitProof {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JitKernel {
     pub kernel: String,
+    /// The name kiln asked for (`KILN_JIT_KERNELS`), when it differs from the module's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
     /// Seconds the script says the compile took.
     #[serde(default)]
     pub seconds: f64,
@@ -59,6 +62,9 @@ pub struct JitKernel {
 #[derive(Deserialize)]
 struct Line {
     kernel: String,
+    /// The name kiln asked for in `KILN_JIT_KERNELS`, when the script prints it.
+    #[serde(default)]
+    asked: Option<String>,
     files: Vec<String>,
     #[serde(default)]
     seconds: f64,
@@ -137,6 +143,7 @@ fn read_kernel(line: Line, problems: &mut Vec<String>) -> JitKernel {
     }
     JitKernel {
         kernel: line.kernel,
+        asked: line.asked,
         seconds: line.seconds,
         files,
     }

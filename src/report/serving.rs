@@ -129,7 +129,9 @@ pub fn text(r: &Reason) -> String {
             component,
             kernel,
             arch,
-        } => format!("{component}'s JIT module {kernel} has not been compiled for {arch} here"),
+        } => format!(
+            "{component}'s JIT module {kernel} has not been compiled for {arch} here (`kiln check --prove-jit` compiles it)"
+        ),
         NoFacts {
             selector: s,
             value,

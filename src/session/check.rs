@@ -17,6 +17,7 @@ use crate::resolve::serving::cmdline::ServeCommand;
 use crate::resolve::serving::workload::{self, Workload};
 use crate::resolve::serving::{self, Verdict};
 use crate::resolve::solve;
+use crate::settings::Settings;
 
 /// Where the engine's version came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -54,8 +55,9 @@ pub struct Check {
 }
 
 impl Session {
-    /// Judges `cmd` (its engine is in this session's scope).
-    pub fn check(&self, cmd: ServeCommand) -> Result<Check, SessionError> {
+    /// Judges `cmd` (its engine is in this session's scope). The JIT modules the chosen backends
+    /// need are taken from the JIT cache, and compiled first with `compile_jit`.
+    pub fn check(&self, settings: &Settings, cmd: ServeCommand, compile_jit: bool) -> Result<Check, SessionError> {
         let consumer = self
             .set
             .get(&cmd.engine)
@@ -94,7 +96,14 @@ impl Session {
             user: &cmd.values,
             choices: &by_selector,
         };
-        let verdicts = serving::check(&req, &self.serving_evidence());
+        let mut ev = self.serving_evidence();
+        let first = serving::check(&req, &ev);
+        ev.jit_modules = self.module_proofs(settings, consumer, version.as_ref(), &first, compile_jit);
+        let verdicts = if ev.jit_modules.is_empty() {
+            first
+        } else {
+            serving::check(&req, &ev)
+        };
         let mut install: Vec<String> = Vec::new();
         for i in verdicts.iter().flat_map(|v| v.install.iter()) {
             if !install.contains(i) {
@@ -114,6 +123,48 @@ impl Session {
             verdicts,
             install,
         })
+    }
+
+    /// The proofs of the JIT modules the chosen values need, per component: cached ones, or
+    /// compiled now with `compile`.
+    fn module_proofs(
+        &self,
+        settings: &Settings,
+        consumer: &crate::recipe::Recipe,
+        version: Option<&pep440_rs::Version>,
+        verdicts: &[Verdict],
+        compile: bool,
+    ) -> BTreeMap<String, crate::probe::jit::JitOutcome> {
+        let mut wanted: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for v in verdicts {
+            let Some(b) = serving::judge::fact(consumer, version, &v.selector, &v.value) else {
+                continue;
+            };
+            for (component, kernel) in &b.jit {
+                let list = wanted.entry(component.clone()).or_default();
+                if !list.contains(kernel) {
+                    list.push(kernel.clone());
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        for (component, kernels) in wanted {
+            let Some(r) = self.set.get(&component) else { continue };
+            let proof = super::jit::prove_kernels(
+                settings,
+                r,
+                &self.python,
+                &self.machine,
+                &self.archs,
+                &self.facts,
+                &kernels,
+                compile,
+            );
+            if let Some(p) = proof {
+                out.insert(component, p);
+            }
+        }
+        out
     }
 
     /// The values the installed `engine` accepts, for each `[[serving.choices]]` of its version

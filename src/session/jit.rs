@@ -80,7 +80,18 @@ impl Session {
                 proof: None,
             };
             if settings.jit_proof {
-                let outcome = prove_one(settings, r, jit, &self.python, &self.machine, &self.archs, facts);
+                let outcome = prove_one(
+                    settings,
+                    r,
+                    jit,
+                    &self.python,
+                    &self.machine,
+                    &self.archs,
+                    facts,
+                    &[],
+                    true,
+                )
+                .expect("compiling always answers");
                 let proofs = BTreeMap::from([(r.name.clone(), outcome.clone())]);
                 let ev = self.evidence(facts, &proofs);
                 if let Some((status, evidence)) = resolve::jit::verdict(r, &ev) {
@@ -113,14 +124,34 @@ pub(super) fn prove(
         if !resolve::status::installed_and_imports(r, facts) {
             continue;
         }
-        out.insert(
-            r.name.clone(),
-            prove_one(settings, r, jit, python, machine, archs, facts),
-        );
+        let proof = prove_one(settings, r, jit, python, machine, archs, facts, &[], true);
+        out.insert(r.name.clone(), proof.expect("compiling always answers"));
     }
     out
 }
 
+/// The proof of `kernels` (names the component's JIT script knows, passed as
+/// `KILN_JIT_KERNELS`) for a backend that needs them: from the cache, or — with `compile` —
+/// compiled now (and cached when it passes). `None`: not cached and not compiled.
+pub(super) fn prove_kernels(
+    settings: &Settings,
+    r: &Recipe,
+    python: &Path,
+    machine: &MachineFacts,
+    archs: &[Arch],
+    facts: &PythonFacts,
+    kernels: &[String],
+    compile: bool,
+) -> Option<JitOutcome> {
+    let jit = r.jit.as_ref()?;
+    if archs.is_empty() || kernels.is_empty() || !resolve::status::installed_and_imports(r, facts) {
+        return None;
+    }
+    let extra = [("KILN_JIT_KERNELS".to_string(), kernels.join(","))];
+    prove_one(settings, r, jit, python, machine, archs, facts, &extra, compile)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn prove_one(
     settings: &Settings,
     r: &Recipe,
@@ -129,7 +160,9 @@ fn prove_one(
     machine: &MachineFacts,
     archs: &[Arch],
     facts: &PythonFacts,
-) -> JitOutcome {
+    extra: &[(String, String)],
+    compile: bool,
+) -> Option<JitOutcome> {
     let toolkit = machine.cuda_toolkit.as_ref();
     let home = toolkit.and_then(|t| t.home.as_ref()).map(|h| h.display().to_string());
     let needs_toolkit = jit.env.values().any(|t| {
@@ -138,14 +171,14 @@ fn prove_one(
             .any(|p| matches!(p, Part::Var(Var::CudaHome | Var::Arch(_))))
     });
     if needs_toolkit && home.is_none() {
-        return JitOutcome::Blocked {
+        return Some(JitOutcome::Blocked {
             reason: format!(
                 "{} compiles its kernels at run time with the CUDA toolkit (nvcc), and none was found ({}); \
                  install one and point CUDA_HOME at it",
                 r.name,
                 machine.cuda_searched.join("; ")
             ),
-        };
+        });
     }
     let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
     let version = facts
@@ -167,14 +200,15 @@ fn prove_one(
         match t.render(&vars) {
             Ok(v) => env.push((k.clone(), v)),
             Err(e) => {
-                return JitOutcome::Blocked {
+                return Some(JitOutcome::Blocked {
                     reason: format!("cannot set {k} = \"{t}\" for the JIT proof: {e}"),
-                };
+                });
             }
         }
     }
     let list: Vec<String> = archs.iter().map(Arch::to_string).collect();
     env.push(("KILN_TARGET_ARCHS".into(), list.join(" ")));
+    env.extend(extra.iter().cloned());
     if let Some(h) = &home {
         env.push(("CUDA_HOME".into(), h.clone()));
         let path = std::env::var("PATH").unwrap_or_default();
@@ -188,7 +222,10 @@ fn prove_one(
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
     {
-        return cached;
+        return Some(cached);
+    }
+    if !compile {
+        return None;
     }
     let script = Script {
         component: &r.name,
@@ -207,7 +244,7 @@ fn prove_one(
             let _ = std::fs::rename(&tmp, &record);
         }
     }
-    outcome
+    Some(outcome)
 }
 
 /// What decides a proof's result, hashed.

@@ -207,6 +207,7 @@ impl Session {
                 .filter_map(|(k, d)| Some((k.clone(), d.location.clone()?)))
                 .collect(),
             jit: &self.jit,
+            jit_modules: BTreeMap::new(),
         }
     }
 

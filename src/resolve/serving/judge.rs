@@ -28,6 +28,8 @@ pub struct Evidence<'a> {
     /// Where each installed distribution lives (to make RECORD-relative paths), by normalized name.
     pub locations: BTreeMap<String, String>,
     pub jit: &'a BTreeMap<String, JitOutcome>,
+    /// Proofs of the JIT modules backends need (`[[backends]] jit`), by component.
+    pub jit_modules: BTreeMap<String, JitOutcome>,
 }
 
 /// The backend facts of `consumer` that hold for `version` (every fact when it is unknown and
@@ -192,10 +194,9 @@ pub fn here(ev: &Evidence, consumer: &Recipe, b: &Backend, arch: Arch) -> Vec<Re
     }
     for (component, kernel) in &b.jit {
         let proven = match ev.jit.get(component) {
-            Some(JitOutcome::Ran(p)) if p.ok => p
-                .kernels
-                .iter()
-                .any(|k| &k.kernel == kernel && k.files.iter().any(|f| runs(ev, f, arch))),
+            Some(JitOutcome::Ran(p)) if p.ok => p.kernels.iter().any(|k| {
+                (&k.kernel == kernel || k.asked.as_ref() == Some(kernel)) && k.files.iter().any(|f| runs(ev, f, arch))
+            }),
             _ => false,
         };
         let (component, kernel) = (component.clone(), kernel.clone());
