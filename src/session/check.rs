@@ -150,16 +150,7 @@ impl Session {
         let mut out = BTreeMap::new();
         for (component, kernels) in wanted {
             let Some(r) = self.set.get(&component) else { continue };
-            let proof = super::jit::prove_kernels(
-                settings,
-                r,
-                &self.python,
-                &self.machine,
-                &self.archs,
-                &self.facts,
-                &kernels,
-                compile,
-            );
+            let proof = super::jit::prove_kernels(self, settings, r, &kernels, compile);
             if let Some(p) = proof {
                 out.insert(component, p);
             }

@@ -134,21 +134,20 @@ pub(super) fn prove(
 /// `KILN_JIT_KERNELS`) for a backend that needs them: from the cache, or — with `compile` —
 /// compiled now (and cached when it passes). `None`: not cached and not compiled.
 pub(super) fn prove_kernels(
+    s: &Session,
     settings: &Settings,
     r: &Recipe,
-    python: &Path,
-    machine: &MachineFacts,
-    archs: &[Arch],
-    facts: &PythonFacts,
     kernels: &[String],
     compile: bool,
 ) -> Option<JitOutcome> {
     let jit = r.jit.as_ref()?;
-    if archs.is_empty() || kernels.is_empty() || !resolve::status::installed_and_imports(r, facts) {
+    if s.archs.is_empty() || kernels.is_empty() || !resolve::status::installed_and_imports(r, &s.facts) {
         return None;
     }
     let extra = [("KILN_JIT_KERNELS".to_string(), kernels.join(","))];
-    prove_one(settings, r, jit, python, machine, archs, facts, &extra, compile)
+    prove_one(
+        settings, r, jit, &s.python, &s.machine, &s.archs, &s.facts, &extra, compile,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
