@@ -136,7 +136,7 @@ mod tests {
             name: name.into(),
             status,
             version: None,
-            evidence: String::new(),
+            reasons: Vec::new(),
             want: None,
             location: None,
             imports: Vec::new(),

@@ -10,6 +10,7 @@ pub mod kernels;
 pub mod owners;
 pub mod plan;
 pub mod provable;
+pub mod reason;
 pub mod solve;
 pub mod spec;
 pub mod status;
@@ -18,4 +19,5 @@ pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
 pub use spec::BuildSpec;
+pub use reason::Reason;
 pub use status::{Assessment, Status};

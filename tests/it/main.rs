@@ -27,3 +27,4 @@ mod smoke;
 mod sources;
 mod stack;
 mod truth;
+mod typed;
