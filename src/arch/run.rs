@@ -166,7 +166,10 @@ pub fn runs_on(images: &[KernelImage], target: Arch, driver_cuda: Option<&semver
     let because = if !usable.is_empty() {
         format!("loads {}", usable.join(", "))
     } else if !too_new.is_empty() {
-        format!("only PTX newer than the driver: {} (CUDA error 222)", too_new.join(", "))
+        format!(
+            "only PTX newer than the driver: {} (CUDA error 222)",
+            too_new.join(", ")
+        )
     } else {
         format!(
             "no usable image (holds {}; CUDA error 209, no kernel image)",

@@ -100,7 +100,10 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
             report::install::jit(&jit, settings.quiet);
         }
         let (logs, jit) = (&run.logs, &jit[..]);
-        if jit.iter().all(|v| matches!(v.status, JitStatus::Ok | JitStatus::Skipped)) {
+        if jit
+            .iter()
+            .all(|v| matches!(v.status, JitStatus::Ok | JitStatus::Skipped))
+        {
             let doc = Install::Done {
                 logs,
                 timings: &timings,

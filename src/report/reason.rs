@@ -295,7 +295,10 @@ pub fn text(r: &Reason) -> String {
             chosen,
         } => format!("replace {} with {component} {chosen}", describe(other, component)),
         Replace { have, chosen } => format!("replace {have} with {chosen}"),
-        AbiChanged { deps } => format!("built against {}, which this plan replaces (abi = true)", deps.join(", ")),
+        AbiChanged { deps } => format!(
+            "built against {}, which this plan replaces (abi = true)",
+            deps.join(", ")
+        ),
         Change { status, reasons } => format!("{}: {}", status.as_str(), evidence(reasons)),
         NotNewest { note } => note.clone(),
         BuildNeedsTool { why } => format!("cannot build: {why}"),

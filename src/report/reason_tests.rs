@@ -8,8 +8,8 @@ use crate::probe::machine::Sourced;
 use crate::resolve::driver::{self, Runtime};
 use crate::resolve::kernels;
 use crate::resolve::reason::Ran;
-use crate::resolve::{Reason, Status};
 use crate::resolve::reason::status_of;
+use crate::resolve::{Reason, Status};
 
 /// A raw fatbin holding one SASS image for `sm` with variant `flags` (0, `a`, `f`).
 fn sass(sm: u32, flags: u64) -> FileReport {
@@ -58,7 +58,13 @@ fn the_binaries_verdict_reads_as_the_wheel_decision_writes_it() {
     assert_eq!(wrong.reason().status(), Status::WrongArch);
     let mut cases = vec![
         wrong,
-        kernels::check(&files, &[a("12.0"), a("9.0")], None, std::slice::from_ref(&optional), None),
+        kernels::check(
+            &files,
+            &[a("12.0"), a("9.0")],
+            None,
+            std::slice::from_ref(&optional),
+            None,
+        ),
         kernels::check(&files[..2], &[a("12.0")], None, std::slice::from_ref(&optional), None),
         kernels::check(&files[..1], &[a("12.0")], None, &[], None),
     ];
@@ -101,7 +107,8 @@ fn the_driver_library_reason_names_the_binaries() {
         library: "libcuda.so.1",
     };
     assert!(
-        text(&why).starts_with("its import needs the NVIDIA driver: sgl_kernel/sm100/common_ops.abi3.so links libcuda.so.1"),
+        text(&why)
+            .starts_with("its import needs the NVIDIA driver: sgl_kernel/sm100/common_ops.abi3.so links libcuda.so.1"),
         "{}",
         text(&why)
     );
@@ -109,7 +116,10 @@ fn the_driver_library_reason_names_the_binaries() {
         binaries: (0..5).map(|i| format!("m/{i}.so")).collect(),
         library: "libcuda.so.1",
     };
-    assert!(text(&many).starts_with("its import needs the NVIDIA driver: m/0.so, m/1.so, m/2.so and 2 more link libcuda.so.1"));
+    assert!(
+        text(&many)
+            .starts_with("its import needs the NVIDIA driver: m/0.so, m/1.so, m/2.so and 2 more link libcuda.so.1")
+    );
 }
 
 fn imports_ran() -> Reason {
@@ -175,11 +185,15 @@ fn evidence_tells_what_falls_short_most_severe_first_and_else_what_proves_it() {
                 does not accept (>=0.4)";
     assert_eq!(
         evidence(&[installed_as.clone(), imports_ran(), held(), outdated]),
-        format!("{head}; every required CUDA binary holds kernels for 12.0 (2 checked); have 0.3.21, sglang needs sglang-kernel >=0.4")
+        format!(
+            "{head}; every required CUDA binary holds kernels for 12.0 (2 checked); have 0.3.21, sglang needs sglang-kernel >=0.4"
+        )
     );
     assert_eq!(
         evidence(&[installed_as, imports_ran(), held()]),
-        format!("{head}; sgl-kernel 0.3.21; imports ran: sgl_kernel (0.50 s); every required CUDA binary holds kernels for 12.0 (2 checked)")
+        format!(
+            "{head}; sgl-kernel 0.3.21; imports ran: sgl_kernel (0.50 s); every required CUDA binary holds kernels for 12.0 (2 checked)"
+        )
     );
 }
 
@@ -205,5 +219,8 @@ fn a_step_blocked_by_a_dependency_names_the_root_cause() {
         root: "cuda-toolkit".into(),
         why: Vec::new(),
     };
-    assert_eq!(step(&[through]), "needs sglang-kernel, which is blocked by cuda-toolkit");
+    assert_eq!(
+        step(&[through]),
+        "needs sglang-kernel, which is blocked by cuda-toolkit"
+    );
 }

@@ -156,9 +156,15 @@ mod tests {
             (subject.as_str(), runtime.as_str(), runtime_source.as_str()),
             ("torch 2.15.0+cu132", "13.2", "the version label +cu132")
         );
-        assert_eq!((*driver_major, *driver_minor, driver_source.as_str()), (12, 8, "KILN_DRIVER_CUDA"));
+        assert_eq!(
+            (*driver_major, *driver_minor, driver_source.as_str()),
+            (12, 8, "KILN_DRIVER_CUDA")
+        );
         let note = verdict("torch", &cu132, &driver("13.0.0")).unwrap();
-        assert!(matches!(note, Reason::MinorCompatibility { driver_minor: 0, .. }), "{note:?}");
+        assert!(
+            matches!(note, Reason::MinorCompatibility { driver_minor: 0, .. }),
+            "{note:?}"
+        );
         assert_eq!(note.status(), crate::resolve::Status::Ok);
         assert_eq!(verdict("torch", &cu132, &driver("13.2.0")), None);
         assert_eq!(verdict("torch", &cu132, &driver("14.0.0")), None);

@@ -18,6 +18,6 @@ pub mod tools;
 pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
-pub use spec::BuildSpec;
 pub use reason::Reason;
+pub use spec::BuildSpec;
 pub use status::{Assessment, Status};

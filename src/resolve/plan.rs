@@ -296,7 +296,7 @@ fn change(
             Ok(b) => b,
             Err(blocker) => {
                 step.action = Action::Blocked;
-                step.reasons.push(blocker);
+                step.reasons.push(*blocker);
                 return;
             }
         }
@@ -419,10 +419,10 @@ fn build_blockers(
     r: &crate::recipe::Recipe,
     machine: &MachineFacts,
     opts: &PlanOptions,
-) -> Result<Vec<super::tools::Brought>, Reason> {
+) -> Result<Vec<super::tools::Brought>, Box<Reason>> {
     let archs: &[Arch] = &opts.archs;
-    let brought =
-        super::tools::provide(r, &opts.tools, &|t| which::which(t).is_ok()).map_err(|why| Reason::BuildNeedsTool { why })?;
+    let brought = super::tools::provide(r, &opts.tools, &|t| which::which(t).is_ok())
+        .map_err(|why| Box::new(Reason::BuildNeedsTool { why }))?;
     let toolkit = machine.cuda_toolkit.as_ref();
     let needs_toolkit = |req: &semver::VersionReq, source: Option<&String>| {
         let have = toolkit.map(|tk| tk.version.to_string());
@@ -439,8 +439,12 @@ fn build_blockers(
         .iter()
         .filter(|rule| archs.iter().any(|a| rule.arch.contains(a)))
     {
-        if let Some(blocker) = rule.cuda_req.as_ref().and_then(|req| needs_toolkit(req, Some(&rule.why))) {
-            return Err(blocker);
+        if let Some(blocker) = rule
+            .cuda_req
+            .as_ref()
+            .and_then(|req| needs_toolkit(req, Some(&rule.why)))
+        {
+            return Err(Box::new(blocker));
         }
     }
     if let Some(req) = &r.requires.gcc_req {
@@ -449,14 +453,14 @@ fn build_blockers(
             .as_ref()
             .and_then(|c| crate::probe::machine::compiler_version(&c.value));
         if have.as_ref().is_none_or(|v| !req.matches(v)) {
-            return Err(Reason::BuildNeedsCompiler {
+            return Err(Box::new(Reason::BuildNeedsCompiler {
                 req: req.to_string(),
                 have: have.map(|v| v.to_string()),
-            });
+            }));
         }
     }
     if let Some(blocker) = r.requires.cuda_req.as_ref().and_then(|req| needs_toolkit(req, None)) {
-        return Err(blocker);
+        return Err(Box::new(blocker));
     }
     Ok(brought)
 }

@@ -48,17 +48,38 @@ pub struct JitArch {
 pub enum Reason {
     // ---- the CUDA toolkit (a `kind = "cuda-toolkit"` component)
     /// A toolkit was found and fits.
-    ToolkitFound { version: String, source: String, nvcc: Option<String> },
+    ToolkitFound {
+        version: String,
+        source: String,
+        nvcc: Option<String>,
+    },
     /// A toolkit was found outside the recipe's range.
-    ToolkitTooOld { version: String, source: String, nvcc: Option<String>, need: String },
+    ToolkitTooOld {
+        version: String,
+        source: String,
+        nvcc: Option<String>,
+        need: String,
+    },
     /// No toolkit anywhere kiln looked.
-    NoToolkit { searched: Vec<String>, want: Option<String> },
+    NoToolkit {
+        searched: Vec<String>,
+        want: Option<String>,
+    },
 
     // ---- a Python component
     /// A recipe rule says the component cannot work on these target archs.
-    ArchUnsupported { component: String, archs: Vec<Arch>, source: String },
+    ArchUnsupported {
+        component: String,
+        archs: Vec<Arch>,
+        source: String,
+    },
     /// The interpreter's Python is outside the recipe's `requires.python`.
-    PythonUnsupported { component: String, needs: String, python: String, have: String },
+    PythonUnsupported {
+        component: String,
+        needs: String,
+        python: String,
+        have: String,
+    },
     /// Its distribution is not installed.
     NotInstalled { dist: String, prefix: String },
     /// An import the recipe names raised (or was not probed: `error` says so).
@@ -66,7 +87,11 @@ pub enum Reason {
     /// Every import a feature names ran (`flashinfer[cutedsl]`).
     FeatureImportsRan { imports: Vec<String> },
     /// Every import the recipe names ran.
-    ImportsRan { dist: String, version: String, imports: Vec<Ran> },
+    ImportsRan {
+        dist: String,
+        version: String,
+        imports: Vec<Ran>,
+    },
     /// Installed, and the recipe names no import to prove it.
     NoImportNamed { dist: String, version: String },
     /// The installed version is not a PEP 440 version.
@@ -91,7 +116,11 @@ pub enum Reason {
         rule: &'static str,
     },
     /// It runs only by minor version compatibility (a newer minor than the driver's).
-    MinorCompatibility { runtime: String, driver_major: u64, driver_minor: u64 },
+    MinorCompatibility {
+        runtime: String,
+        driver_major: u64,
+        driver_minor: u64,
+    },
     /// Required CUDA binaries lack a usable image for some target arch ([`super::kernels`]).
     ImagesMissing {
         archs: Vec<Arch>,
@@ -111,7 +140,11 @@ pub enum Reason {
     /// The smoke test failed here.
     SmokeFailed { script: String, error: Option<String> },
     /// The smoke test passed on a GPU of a target arch.
-    SmokePassed { script: String, archs: Vec<Arch>, seconds: f64 },
+    SmokePassed {
+        script: String,
+        archs: Vec<Arch>,
+        seconds: f64,
+    },
     /// No GPU of a target arch here: the smoke test did not run.
     SmokeNotRun { script: String },
     /// The JIT proof could not run here (`why`: what it lacked, e.g. a toolkit).
@@ -121,16 +154,28 @@ pub enum Reason {
     /// The JIT proof failed.
     JitFailed { script: String, error: Option<String> },
     /// The JIT proof compiled nothing that loads on `arch`; `held` is what it compiled.
-    JitWrongArch { script: String, held: Vec<String>, arch: Arch },
+    JitWrongArch {
+        script: String,
+        held: Vec<String>,
+        arch: Arch,
+    },
     /// The JIT proof compiled, for each target arch, kernels that load there.
     JitProven { script: String, archs: Vec<JitArch> },
     /// A dependency it was built against (`abi = true`) is not the one installed now (`now` =
     /// `None`: it is not installed).
-    BuiltAgainst { dep: String, old: String, now: Option<String> },
+    BuiltAgainst {
+        dep: String,
+        old: String,
+        now: Option<String>,
+    },
     /// It was built from another source than the lock names.
     OtherSource { have: String, lock: String, want: String },
     /// Installed under another distribution name than the recipe's own ([`super::owners`]).
-    InstalledAs { component: String, other: OtherDist, accepts: String },
+    InstalledAs {
+        component: String,
+        other: OtherDist,
+        accepts: String,
+    },
     /// Other distributions have files in the import packages it owns alone.
     SharedImportPackage {
         component: String,
@@ -140,7 +185,10 @@ pub enum Reason {
     },
     /// Its binaries link the NVIDIA driver's library and this machine has no driver
     /// ([`super::provable`]).
-    NeedsDriver { binaries: Vec<String>, library: &'static str },
+    NeedsDriver {
+        binaries: Vec<String>,
+        library: &'static str,
+    },
 
     // ---- a plan step
     /// Kept: the component's own reasons.
@@ -148,11 +196,23 @@ pub enum Reason {
     /// The component's reasons decide the step as they are (a toolkit, unsupported, blocked).
     Assessed { reasons: Vec<Reason> },
     /// Kept at an outdated version that fits every chosen version.
-    KeptOutdated { component: String, version: String, reasons: Vec<Reason> },
+    KeptOutdated {
+        component: String,
+        version: String,
+        reasons: Vec<Reason>,
+    },
     /// Blocked by a dependency: `dep` is blocked, `root` is the cause (`why` its step's reasons).
-    NeedsBlocked { dep: String, root: String, why: Vec<Reason> },
+    NeedsBlocked {
+        dep: String,
+        root: String,
+        why: Vec<Reason>,
+    },
     /// Replaces what is installed under another distribution name.
-    ReplaceOther { component: String, other: OtherDist, chosen: String },
+    ReplaceOther {
+        component: String,
+        other: OtherDist,
+        chosen: String,
+    },
     /// Replaces the installed version.
     Replace { have: String, chosen: String },
     /// A dependency it links against (`abi = true`) changes in this plan.
@@ -164,7 +224,11 @@ pub enum Reason {
     /// A tool the build needs is missing ([`super::tools`]' words).
     BuildNeedsTool { why: String },
     /// The build needs a CUDA toolkit in `req` for the target archs (`source`: the rule's).
-    BuildNeedsToolkit { req: String, have: Option<String>, source: Option<String> },
+    BuildNeedsToolkit {
+        req: String,
+        have: Option<String>,
+        source: Option<String>,
+    },
     /// The build needs a host C++ compiler in `req` (`have`: the one found).
     BuildNeedsCompiler { req: String, have: Option<String> },
     /// The step cannot be proven on this machine.
@@ -174,7 +238,12 @@ pub enum Reason {
     /// Offline, and the cache lacks what the build needs.
     Offline { missing: Vec<String> },
     /// torch's cpp_extension refuses a toolkit of another CUDA major than torch's.
-    TorchCudaMajor { torch_cuda: String, toolkit: String, torch_major: u64, toolkit_major: u64 },
+    TorchCudaMajor {
+        torch_cuda: String,
+        toolkit: String,
+        torch_major: u64,
+        toolkit_major: u64,
+    },
 }
 
 impl Status {
@@ -258,9 +327,11 @@ mod tests {
             module: "x".into(),
             error: None,
         };
-        let blocked = Reason::JitNotProven { why: "no toolkit".into() };
+        let blocked = Reason::JitNotProven {
+            why: "no toolkit".into(),
+        };
         assert_eq!(status_of(&[]), Status::Ok);
-        assert_eq!(status_of(&[outdated.clone()]), Status::Outdated);
+        assert_eq!(status_of(std::slice::from_ref(&outdated)), Status::Outdated);
         assert_eq!(status_of(&[outdated.clone(), stale.clone()]), Status::Stale);
         assert_eq!(status_of(&[stale.clone(), blocked.clone()]), Status::Blocked);
         assert_eq!(status_of(&[blocked, broken, stale, outdated]), Status::Broken);

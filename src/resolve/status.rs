@@ -5,8 +5,11 @@
 //! driver here can run the CUDA runtime it is built for ([`super::driver`]; else `blocked`),
 //! each of its required CUDA binaries holds an image for each target arch ([`super::kernels`];
 //! else `wrong-arch`, naming each binary), the fingerprints of what it was built against still
-//! hold, and (where a GPU of the target arch is here) its smoke test passed. It judges the facts
-//! the probe gathered; it never touches the disk, runs nothing and never prints.
+//! hold, and (where a GPU of the target arch is here) its smoke test passed. Each check gives
+//! typed reasons ([`super::reason`]), every one kept, and the status is the most severe one's:
+//! `broken` > `blocked` > `wrong-arch` > `stale` > `outdated`. It judges the facts the probe
+//! gathered; it never touches the disk, runs nothing, never prints and writes no sentence
+//! (`report::reason` does).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -307,7 +310,9 @@ fn driver_check(dist: &crate::probe::python::Dist, bins: Option<&Binaries>, ev: 
         minor: None,
         source: format!("its binaries link libcudart.so.{m}"),
     });
-    let rt = torch.or_else(|| driver::Runtime::from_label(&dist.version)).or(linked)?;
+    let rt = torch
+        .or_else(|| driver::Runtime::from_label(&dist.version))
+        .or(linked)?;
     driver::verdict(&format!("{} {}", dist.name, dist.version), &rt, drv)
 }
 

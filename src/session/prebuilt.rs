@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use super::Session;
 use crate::probe;
-use crate::resolve::{Assessment, Reason, provable};
 use crate::resolve::solve::Solution;
 use crate::resolve::status::Status;
 use crate::resolve::wheel_choice::{self, Context, WheelDecision};
+use crate::resolve::{Assessment, Reason, provable};
 use crate::settings::Settings;
 
 impl Session {

@@ -25,7 +25,14 @@ const READS: &[&str] = &[
     " != ",
 ];
 /// Calls that may stand between the field and the read (`a.why.as_str().contains(..)`).
-const THROUGH: &[&str] = &[".as_str()", ".as_deref()", ".as_ref()", ".to_string()", ".to_lowercase()", ".trim()"];
+const THROUGH: &[&str] = &[
+    ".as_str()",
+    ".as_deref()",
+    ".as_ref()",
+    ".to_string()",
+    ".to_lowercase()",
+    ".trim()",
+];
 /// Status and result words: compared as string literals they are a decision on text.
 const WORDS: &[&str] = &[
     "ok",
@@ -75,9 +82,11 @@ fn reads_a_field(code: &str) -> bool {
 }
 
 fn compares_a_word(code: &str) -> bool {
-    WORDS
-        .iter()
-        .any(|w| [format!("== \"{w}\""), format!("!= \"{w}\"")].iter().any(|p| code.contains(p)))
+    WORDS.iter().any(|w| {
+        [format!("== \"{w}\""), format!("!= \"{w}\"")]
+            .iter()
+            .any(|p| code.contains(p))
+    })
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -98,7 +107,12 @@ fn no_decision_reads_a_verdict_back_as_text() {
     for module in ["resolve", "session", "build", "commands"] {
         rust_files(&src.join(module), &mut files);
     }
-    assert!(files.len() > 40, "found only {} files under {}", files.len(), src.display());
+    assert!(
+        files.len() > 40,
+        "found only {} files under {}",
+        files.len(),
+        src.display()
+    );
     let mut found = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
