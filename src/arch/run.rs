@@ -138,7 +138,11 @@ pub struct RunsOn {
     pub usable: bool,
     /// The images that would load (SASS first), or why none does.
     pub images: Vec<String>,
+    /// `{arch}: {because}`.
     pub why: String,
+    /// The verdict's words without the arch ("no usable image (holds sm_90a; ...)").
+    #[serde(skip)]
+    pub because: String,
 }
 
 /// Judges a file's loadable images for one device arch.
@@ -159,16 +163,16 @@ pub fn runs_on(images: &[KernelImage], target: Arch, driver_cuda: Option<&semver
             Verdict::NoBinary => {}
         }
     }
-    let why = if !usable.is_empty() {
-        format!("{target}: loads {}", usable.join(", "))
+    let because = if !usable.is_empty() {
+        format!("loads {}", usable.join(", "))
     } else if !too_new.is_empty() {
         format!(
-            "{target}: only PTX newer than the driver: {} (CUDA error 222)",
+            "only PTX newer than the driver: {} (CUDA error 222)",
             too_new.join(", ")
         )
     } else {
         format!(
-            "{target}: no usable image (holds {}; CUDA error 209, no kernel image)",
+            "no usable image (holds {}; CUDA error 209, no kernel image)",
             held(images).unwrap_or_else(|| "none".into())
         )
     };
@@ -176,7 +180,8 @@ pub fn runs_on(images: &[KernelImage], target: Arch, driver_cuda: Option<&semver
         arch: target,
         usable: !usable.is_empty(),
         images: usable,
-        why,
+        why: format!("{target}: {because}"),
+        because,
     }
 }
 

@@ -111,7 +111,7 @@ impl Reporter for EventLog {
             kind: "finished".into(),
             phase: None,
             detail: outcome.compile_cache.as_ref().map(|s| s.summary()),
-            result: Some(outcome.result.to_string()),
+            result: Some(outcome.result.as_str().to_string()),
             compile_cache: outcome.compile_cache.clone(),
             ..Event::default()
         });

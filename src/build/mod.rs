@@ -107,13 +107,34 @@ pub trait Reporter {
     fn measured(&self, _step: &Step, _peak: u64, _jobs: usize) {}
 }
 
+/// How a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepResult {
+    /// It changed the environment, verified.
+    Done,
+    /// Nothing to do: kept as it is.
+    Kept,
+    /// It failed (the environment was restored).
+    Failed,
+}
+
+impl StepResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepResult::Done => "done",
+            StepResult::Kept => "kept",
+            StepResult::Failed => "failed",
+        }
+    }
+}
+
 /// What happened to one step.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub name: String,
     pub action: Action,
-    /// `done`, `kept` or `failed`.
-    pub result: &'static str,
+    pub result: StepResult,
     pub seconds: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<String>,

@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::commit::{StepDone, commit};
 use super::failure::BuildFailure;
 use super::step::prepare;
-use super::{Context, Outcome, Reporter, RunReport, schedule};
+use super::{Context, Outcome, Reporter, RunReport, StepResult, schedule};
 use crate::probe::python::PythonFacts;
 use crate::resolve::{Plan, Step};
 
@@ -25,7 +25,7 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
     let mut q = Queue::new(steps.len());
     for (i, step) in steps.iter().enumerate().filter(|(_, s)| !s.action.changes()) {
         reporter.step_started(step);
-        q.finished(i, step, outcome(step, Instant::now(), "kept", None), reporter);
+        q.finished(i, step, outcome(step, Instant::now(), StepResult::Kept, None), reporter);
     }
     let mut budget = schedule::Budget::now(cx.machine);
     std::thread::scope(|scope| {
@@ -59,12 +59,12 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
             let since = q.started[i].unwrap_or_else(Instant::now);
             match prepared.and_then(|p| commit(step, plan, cx, p, reporter)) {
                 Ok(done) => {
-                    q.finished(i, step, outcome(step, since, "done", Some(&done)), reporter);
+                    q.finished(i, step, outcome(step, since, StepResult::Done, Some(&done)), reporter);
                     let before = q.latest.take();
                     q.latest = Some(carry_torch_facts(before.as_ref().unwrap_or(cx.facts), done.facts));
                 }
                 Err(f) => {
-                    q.finished(i, step, outcome(step, since, "failed", None), reporter);
+                    q.finished(i, step, outcome(step, since, StepResult::Failed, None), reporter);
                     q.failures.push(f);
                 }
             }
@@ -106,7 +106,7 @@ impl Queue {
 
     fn finished(&mut self, i: usize, step: &Step, o: Outcome, reporter: &dyn Reporter) {
         reporter.step_finished(step, &o);
-        self.installed[i] = o.result != "failed";
+        self.installed[i] = o.result != StepResult::Failed;
         self.outcomes[i] = Some(o);
     }
 
@@ -121,7 +121,7 @@ impl Queue {
     }
 }
 
-fn outcome(step: &Step, since: Instant, result: &'static str, done: Option<&StepDone>) -> Outcome {
+fn outcome(step: &Step, since: Instant, result: StepResult, done: Option<&StepDone>) -> Outcome {
     Outcome {
         name: step.name.clone(),
         action: step.action,

@@ -8,11 +8,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::{CmdResult, Failure, conflict, exit, load_recipes, open, read_lock};
-use crate::build::BuildFailure;
+use crate::build::{BuildFailure, StepResult};
 use crate::report;
 use crate::report::install::{Failed, Install, LockCheck, document};
 use crate::resolve::Plan;
-use crate::session::{Session, locked};
+use crate::session::{JitStatus, Session, locked};
 use crate::settings::Settings;
 
 pub fn run(settings: &Settings, targets: &[String], dry_run: bool, aot: bool) -> CmdResult {
@@ -89,7 +89,7 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
         // component that imports but cannot compile a kernel for the target is not ok.
         let proving: Vec<&str> = outcomes
             .iter()
-            .filter(|o| o.result == "done" && s.set.get(&o.name).is_some_and(|r| r.jit.is_some()))
+            .filter(|o| o.result == StepResult::Done && s.set.get(&o.name).is_some_and(|r| r.jit.is_some()))
             .map(|o| o.name.as_str())
             .collect();
         if settings.jit_proof && !proving.is_empty() && !s.archs.is_empty() && !settings.json && !settings.quiet {
@@ -100,7 +100,10 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
             report::install::jit(&jit, settings.quiet);
         }
         let (logs, jit) = (&run.logs, &jit[..]);
-        if jit.iter().all(|v| v.ok() || v.status == "skipped") {
+        if jit
+            .iter()
+            .all(|v| matches!(v.status, JitStatus::Ok | JitStatus::Skipped))
+        {
             let doc = Install::Done {
                 logs,
                 timings: &timings,

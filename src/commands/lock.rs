@@ -14,6 +14,7 @@ pub fn run(settings: &Settings, targets: &[String], output: &Path) -> CmdResult 
     let lock = match s.lock(!targets.is_empty()) {
         Ok(lock) => lock,
         Err(Unlockable::NotProven(refused)) => {
+            let refused: Vec<String> = refused.iter().map(report::reason::refused).collect();
             if settings.json {
                 report::json_doc(&Locked::Refused { because: &refused });
             }

@@ -189,7 +189,7 @@ pub fn human(d: &Doctor) {
             a.name,
             a.status.as_str(),
             version,
-            a.evidence
+            super::reason::evidence(&a.reasons)
         );
         for f in &a.features {
             println!(
@@ -197,7 +197,7 @@ pub fn human(d: &Doctor) {
                 format!("  [{}]", f.name),
                 f.status.as_str(),
                 "",
-                f.evidence
+                super::reason::evidence(&f.reasons)
             );
         }
     }

@@ -8,10 +8,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::build::{BuildFailure, Outcome};
+use crate::build::{BuildFailure, Outcome, StepResult};
 use crate::lock::Difference;
 use crate::resolve::{Plan, Step};
-use crate::session::JitVerdict;
+use crate::session::{JitStatus, JitVerdict};
 
 /// What `kiln install --json` prints (as its [`document`]).
 #[derive(Debug, Serialize)]
@@ -158,7 +158,7 @@ pub fn nothing_to_do(plan: &Plan) {
 
 /// The steps carried out, for a person.
 pub fn done(outcomes: &[Outcome], logs: &Path) {
-    let changed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result == "done").collect();
+    let changed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result == StepResult::Done).collect();
     for o in &changed {
         println!(
             "{:9} {} ({:.1} s){}",
@@ -199,14 +199,16 @@ pub fn jit(verdicts: &[JitVerdict], quiet: bool) {
     for v in verdicts {
         let archs: Vec<String> = v.archs.iter().map(|a| a.to_string()).collect();
         let archs = archs.join(", ");
+        let evidence = super::reason::text(&v.reason);
         match v.status {
-            "ok" if !quiet => println!("jit       {} ok for {archs}: {}", v.name, v.evidence),
-            "skipped" if !quiet => println!("note: {}: {}", v.name, v.evidence),
-            "ok" | "skipped" => {}
+            JitStatus::Ok if !quiet => println!("jit       {} ok for {archs}: {evidence}", v.name),
+            JitStatus::Skipped if !quiet => println!("note: {}: {evidence}", v.name),
+            JitStatus::Ok | JitStatus::Skipped => {}
             status => {
                 eprintln!(
-                    "error: {} is installed and imports, but is not ok for {archs} ({status}): {}",
-                    v.name, v.evidence
+                    "error: {} is installed and imports, but is not ok for {archs} ({}): {evidence}",
+                    v.name,
+                    status.as_str()
                 );
                 eprintln!(
                     "  it stays installed; its kernels cannot compile here. Fix that and run `kiln doctor`, \
@@ -219,7 +221,7 @@ pub fn jit(verdicts: &[JitVerdict], quiet: bool) {
 
 /// What was done before the failure (stdout), and each failure in full (stderr).
 pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
-    for o in outcomes.iter().filter(|o| o.result == "done") {
+    for o in outcomes.iter().filter(|o| o.result == StepResult::Done) {
         println!("{:9} {} ({:.1} s)", o.action.as_str(), o.name, o.seconds);
     }
     for (i, f) in failures.iter().enumerate() {

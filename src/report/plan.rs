@@ -25,7 +25,7 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
         let ver = st.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
         let head = format!("{:>3}. {:11} {:w$}{ver}", i + 1, st.action.as_str(), name, w = w + 2);
         println!("{}", head.trim_end());
-        println!("       {}", st.reason);
+        println!("       {}", super::reason::step(&st.reasons));
         if let Some(d) = &st.prebuilt {
             println!(
                 "       wheel or build ({:.1} s fetch, {:.1} s read): {}",

@@ -218,7 +218,7 @@ impl Reporter for Progress {
             .unwrap_or_default();
         let line = format!(
             "kiln: {} {} {} ({:.1} s{memory})",
-            outcome.result,
+            outcome.result.as_str(),
             step.action.as_str(),
             step.name,
             outcome.seconds

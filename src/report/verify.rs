@@ -22,7 +22,7 @@ pub fn human(checked: &[&Assessment]) {
             a.name,
             a.status.as_str(),
             a.version.as_deref().unwrap_or("-"),
-            a.evidence
+            super::reason::evidence(&a.reasons)
         );
     }
     let bad = checked.iter().filter(|a| a.status != Status::Ok).count();

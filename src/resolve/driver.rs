@@ -14,6 +14,7 @@
 //! link. It deliberately ignores the forward-compatibility package (the driver kiln reads is the
 //! kernel driver's) and runs nothing.
 
+use super::reason::Reason;
 use crate::probe::machine::Sourced;
 
 /// The CUDA runtime a component is built for, and how kiln knows.
@@ -70,8 +71,37 @@ impl Runtime {
 pub const RULE: &str = "CUDA minor version compatibility covers one major release family only, \
      https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html";
 
-/// `Err(why)` when the driver cannot run `what` built for `runtime`; `Ok(note)` when it can,
-/// with a note when only minor version compatibility makes it so.
+/// The driver's verdict on `subject` built for `runtime`: [`Reason::DriverTooOld`] when it
+/// cannot run it, [`Reason::MinorCompatibility`] when only minor version compatibility makes it
+/// run, `None` when it runs.
+pub fn verdict(subject: &str, runtime: &Runtime, driver: &Sourced<semver::Version>) -> Option<Reason> {
+    let d = &driver.value;
+    if runtime.major > d.major {
+        return Some(Reason::DriverTooOld {
+            subject: subject.to_string(),
+            runtime: runtime.shown(),
+            runtime_major: runtime.major,
+            runtime_source: runtime.source.clone(),
+            driver_major: d.major,
+            driver_minor: d.minor,
+            driver_source: driver.source.clone(),
+            rule: RULE,
+        });
+    }
+    match runtime.minor {
+        Some(m) if runtime.major == d.major && m > d.minor => Some(Reason::MinorCompatibility {
+            runtime: runtime.shown(),
+            driver_major: d.major,
+            driver_minor: d.minor,
+        }),
+        _ => None,
+    }
+}
+
+/// [`verdict`] in words, for the wheel decision's `reason` text (`wheel_choice`): `Err(why)`
+/// when the driver cannot run `what` built for `runtime`; `Ok(note)` when it can, with a note
+/// when only minor version compatibility makes it so. `report::reason` renders the typed
+/// verdict to the same words (a test there holds the two equal).
 pub fn judge(what: &str, runtime: &Runtime, driver: &Sourced<semver::Version>) -> Result<Option<String>, String> {
     let d = &driver.value;
     let shown = runtime.shown();
@@ -108,21 +138,39 @@ mod tests {
     fn a_newer_major_than_the_driver_is_refused_and_a_newer_minor_is_not() {
         let cu132 = Runtime::from_label("2.15.0+cu132").unwrap();
         assert_eq!((cu132.major, cu132.minor), (13, Some(2)));
-        let why = judge("torch 2.15.0+cu132", &cu132, &driver("12.8.0")).unwrap_err();
-        assert!(
-            why.starts_with(
-                "torch 2.15.0+cu132 is built for CUDA 13.2 (the version label +cu132); the driver supports CUDA 12.8 (KILN_DRIVER_CUDA)"
-            ),
-            "{why}"
+        let refused = verdict("torch 2.15.0+cu132", &cu132, &driver("12.8.0")).unwrap();
+        assert_eq!(refused.status(), crate::resolve::Status::Blocked);
+        let Reason::DriverTooOld {
+            subject,
+            runtime,
+            runtime_source,
+            driver_major,
+            driver_minor,
+            driver_source,
+            ..
+        } = &refused
+        else {
+            panic!("{refused:?}")
+        };
+        assert_eq!(
+            (subject.as_str(), runtime.as_str(), runtime_source.as_str()),
+            ("torch 2.15.0+cu132", "13.2", "the version label +cu132")
         );
-        assert!(why.contains("minor-version-compatibility"), "{why}");
-        let note = judge("torch", &cu132, &driver("13.0.0")).unwrap().unwrap();
-        assert!(note.contains("minor version compatibility"), "{note}");
-        assert_eq!(judge("torch", &cu132, &driver("13.2.0")), Ok(None));
-        assert_eq!(judge("torch", &cu132, &driver("14.0.0")), Ok(None));
+        assert_eq!(
+            (*driver_major, *driver_minor, driver_source.as_str()),
+            (12, 8, "KILN_DRIVER_CUDA")
+        );
+        let note = verdict("torch", &cu132, &driver("13.0.0")).unwrap();
+        assert!(
+            matches!(note, Reason::MinorCompatibility { driver_minor: 0, .. }),
+            "{note:?}"
+        );
+        assert_eq!(note.status(), crate::resolve::Status::Ok);
+        assert_eq!(verdict("torch", &cu132, &driver("13.2.0")), None);
+        assert_eq!(verdict("torch", &cu132, &driver("14.0.0")), None);
         let major_only = Runtime::parse("13", "libcudart.so.13").unwrap();
-        assert!(judge("x", &major_only, &driver("12.9.0")).is_err());
-        assert_eq!(judge("x", &major_only, &driver("13.0.0")), Ok(None));
+        assert!(verdict("x", &major_only, &driver("12.9.0")).is_some_and(|r| r.fails()));
+        assert_eq!(verdict("x", &major_only, &driver("13.0.0")), None);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use pep440_rs::Version;
 use serde::Serialize;
 
+use super::reason::Reason;
 use crate::arch::Arch;
 use crate::fatbin::FileReport;
 use crate::probe::binaries::runs_on;
@@ -25,6 +26,9 @@ pub struct Lacking {
     pub archs: Vec<Arch>,
     /// The run rules' words for the first of them ("12.0: no usable image (holds sm_90a; ...)").
     pub why: String,
+    /// The same without the arch ("no usable image (holds sm_90a; ...)").
+    #[serde(skip)]
+    pub because: String,
     /// For an optional binary: the recipe's reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub optional: Option<String>,
@@ -53,7 +57,32 @@ impl KernelCheck {
         self.missing.is_empty()
     }
 
+    /// The verdict as a typed reason: [`Reason::ImagesHeld`] when [`Self::ok`], else
+    /// [`Reason::ImagesMissing`], each naming every binary that lacks an arch.
+    pub fn reason(&self) -> Reason {
+        if self.ok() {
+            Reason::ImagesHeld {
+                archs: self.archs.clone(),
+                checked: self.checked,
+                required: self.required,
+                optional: self.optional_missing.clone(),
+                unreadable: self.unreadable.clone(),
+            }
+        } else {
+            Reason::ImagesMissing {
+                archs: self.archs.clone(),
+                required: self.required,
+                binaries: self.missing.clone(),
+                optional: self.optional_missing.clone(),
+                unreadable: self.unreadable.clone(),
+            }
+        }
+    }
+
     /// What a person reads: how many binaries were checked and, by name, each that lacks an arch.
+    /// Kept for the wheel decision's `reason` text (`wheel_choice`); verdicts carry
+    /// [`Self::reason`], which `report::reason` renders to this same sentence (a test there
+    /// holds the two equal).
     pub fn evidence(&self) -> String {
         let archs = self.archs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ");
         let optional = self.checked - self.required;
@@ -95,9 +124,7 @@ fn plural(n: usize) -> &'static str {
 /// `path for 12.0: no usable image (holds sm_90a; CUDA error 209, no kernel image)`.
 fn lacking(l: &Lacking) -> String {
     let archs: Vec<String> = l.archs.iter().map(|a| a.to_string()).collect();
-    // The run rules' text starts with the arch it speaks of.
-    let why = l.why.split_once(": ").map_or(l.why.as_str(), |(_, w)| w);
-    format!("{} for {}: {why}", l.path, archs.join(", "))
+    format!("{} for {}: {}", l.path, archs.join(", "), l.because)
 }
 
 /// Judges `files` (RECORD path, what the file holds) for `archs` under a driver for CUDA
@@ -134,6 +161,7 @@ pub fn check(
                 path: path.clone(),
                 archs: Vec::new(),
                 why: r.why.clone(),
+                because: r.because.clone(),
                 optional: opt.map(|o| o.why.clone()),
             });
             entry.archs.push(arch);

@@ -9,6 +9,7 @@ pub mod kernels;
 pub mod owners;
 pub mod plan;
 pub mod provable;
+pub mod reason;
 pub mod serving;
 pub mod solve;
 pub mod spec;
@@ -17,5 +18,6 @@ pub mod tools;
 pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};
+pub use reason::Reason;
 pub use spec::BuildSpec;
 pub use status::{Assessment, Status};

@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+use super::reason::Reason;
 use crate::probe::normalize;
 use crate::probe::python::{Dist, PythonFacts};
 use crate::recipe::Recipe;
@@ -70,7 +71,7 @@ pub fn names(r: &Recipe) -> impl Iterator<Item = String> + '_ {
 }
 
 /// What a report says of a distribution that is not the component's own.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OtherDist {
     /// As installed (`sgl-kernel`).
     pub dist: String,
@@ -95,16 +96,6 @@ impl OtherDist {
             accepted,
         }
     }
-
-    /// "sgl-kernel 0.3.21 (sglang-kernel's former distribution name)".
-    pub fn describe(&self, component: &str) -> String {
-        let why = match &self.via {
-            Via::Own => format!("{component}'s own distribution"),
-            Via::FormerName => format!("{component}'s former distribution name"),
-            Via::OwnsPackage(p) => format!("it has files in {p}/, which {component} owns"),
-        };
-        format!("{} {} ({why})", self.dist, self.version)
-    }
 }
 
 /// From [`found`]: the distribution judged when it is not the own one, and the others that
@@ -115,29 +106,13 @@ pub fn reported(r: &Recipe, found: &[Found<'_>]) -> (Option<OtherDist>, Vec<Othe
     (installed_as, sharing)
 }
 
-/// Says what `a` is installed as: under another name, the evidence starts with that name, its
-/// version, whether the recipe accepts it and (from `arch`) what its binaries hold, whatever the
-/// status; with other distributions in its import packages it is `broken`, since each of them
+/// Says what `a` is installed as: under another name, its reasons start with
+/// [`Reason::InstalledAs`] (that name, its version, whether the recipe accepts it; the evidence
+/// then tells what its binaries hold, whatever the status); with other distributions in its
+/// import packages it is `broken` ([`Reason::SharedImportPackage`] first), since each of them
 /// can overwrite or, uninstalled, delete the files the other imports.
-pub fn judge(
-    a: &mut super::Assessment,
-    r: &Recipe,
-    installed_as: Option<OtherDist>,
-    sharing: Vec<OtherDist>,
-    arch: Option<&str>,
-) {
-    if let Some(other) = &installed_as {
-        let accepts = if other.accepted {
-            format!("a version the recipe accepts ({})", r.accepts_text())
-        } else {
-            format!("a version the recipe does not accept ({})", r.accepts_text())
-        };
-        let mut head = format!("installed as {}, {accepts}", other.describe(&r.name));
-        if let Some(arch) = arch.filter(|t| !a.evidence.contains(t)) {
-            head = format!("{head}; {arch}");
-        }
-        a.evidence = format!("{head}; {}", a.evidence);
-    }
+pub fn judge(a: &mut super::Assessment, r: &Recipe, installed_as: Option<OtherDist>, sharing: Vec<OtherDist>) {
+    let mut head = Vec::new();
     if !sharing.is_empty() {
         let judged = match &installed_as {
             Some(o) => format!("{} {}", o.dist, o.version),
@@ -147,19 +122,24 @@ pub fn judge(
                 a.version.as_deref().unwrap_or("?")
             ),
         };
-        let others: Vec<String> = sharing.iter().map(|o| o.describe(&r.name)).collect();
-        let packages: Vec<String> = r.import_packages.iter().map(|p| format!("{p}/")).collect();
-        let what = if packages.is_empty() {
-            "its files".to_string()
-        } else {
-            packages.join(", ")
-        };
-        a.status = super::Status::Broken;
-        a.evidence = format!(
-            "{what} holds files of more than one distribution: {judged} and {}; one distribution per import package, or uninstalling one deletes files the other imports; {}",
-            others.join(", "),
-            a.evidence
-        );
+        head.push(Reason::SharedImportPackage {
+            component: r.name.clone(),
+            packages: r.import_packages.clone(),
+            judged,
+            others: sharing.clone(),
+        });
+    }
+    if let Some(other) = &installed_as {
+        head.push(Reason::InstalledAs {
+            component: r.name.clone(),
+            other: other.clone(),
+            accepts: r.accepts_text(),
+        });
+    }
+    if !head.is_empty() {
+        head.append(&mut a.reasons);
+        a.status = super::reason::status_of(&head);
+        a.reasons = head;
     }
     a.installed_as = installed_as;
     a.sharing = sharing;

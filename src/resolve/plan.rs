@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::reason::Reason;
 use super::spec::BuildSpec;
 use super::status::{Assessment, Status};
 use crate::arch::Arch;
@@ -61,29 +62,27 @@ impl Action {
     }
 }
 
-/// One step of the plan.
-#[derive(Debug, Clone, Serialize)]
+/// One step of the plan. Its JSON form is in `report::json`: these fields, the typed `reasons`
+/// and the `reason` `report::reason` renders from them.
+#[derive(Debug, Clone)]
 pub struct Step {
     pub name: String,
     pub action: Action,
-    pub reason: String,
+    /// Why the step does what it does, in order: what decides it first, then each thing that
+    /// stops or shapes it.
+    pub reasons: Vec<Reason>,
     pub status: Status,
     /// The version the step installs (for steps that change something).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
     /// How it builds from source, rendered for this machine: what `kiln plan` shows (its `env`
     /// and `jobs` among the step's fields) and what the build runs.
-    #[serde(flatten)]
     pub build: Option<BuildSpec>,
     /// `[runtime] env` rendered for the target archs and this machine: the defaults the install
     /// writes into the environment's run-time file (`probe::runtime`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub runtime_env: BTreeMap<String, String>,
     /// Wheel or build: the decision on the prebuilt wheel the recipe offers for this version,
     /// with its evidence (`None` when it offers none or nothing changes).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub prebuilt: Option<super::wheel_choice::WheelDecision>,
 }
 
@@ -93,7 +92,7 @@ impl Step {
         Step {
             name: name.to_string(),
             action: Action::Keep,
-            reason: String::new(),
+            reasons: Vec::new(),
             status,
             version: None,
             features: features.to_vec(),
@@ -143,6 +142,9 @@ pub struct PlanOptions {
     /// Wheel-or-build decisions made for the plan's versions, by component (see
     /// [`super::wheel_choice`]): a step whose wheel qualifies installs it instead of building.
     pub prebuilt: BTreeMap<String, super::wheel_choice::WheelDecision>,
+    /// Why a component's wheel (and a build of the same source) cannot be proven on this
+    /// machine, by component ([`super::provable`]): its step is `blocked`.
+    pub unprovable: BTreeMap<String, Reason>,
 }
 
 /// How many compile jobs fit: `--jobs`, else min(CPUs, available memory / memory per job).
@@ -174,8 +176,8 @@ pub fn make(
 ) -> Plan {
     let by_name: BTreeMap<&str, &Assessment> = assessments.iter().map(|a| (a.name.as_str(), a)).collect();
     let mut changing: BTreeSet<String> = BTreeSet::new();
-    // Component that cannot be provided -> (the root cause's component, its reason).
-    let mut stuck: BTreeMap<String, (String, String)> = BTreeMap::new();
+    // Component that cannot be provided -> (the root cause's component, its step's reasons).
+    let mut stuck: BTreeMap<String, (String, Vec<Reason>)> = BTreeMap::new();
     let mut steps = Vec::new();
     for (name, feats) in scope {
         let (Some(r), Some(a)) = (set.get(name), by_name.get(name.as_str())) else {
@@ -206,46 +208,45 @@ pub fn make(
             Status::Outdated | Status::Unsupported => false,
             _ => true,
         };
+        // Installed, but blocked by what is not kiln's to provide (a driver too old for its CUDA
+        // runtime): installing the same thing again would not help. A JIT proof that could not
+        // run blocks nothing: the component imports, and an install says afterwards.
+        let driver_blocked = a.reasons.iter().any(|r| matches!(r, Reason::DriverTooOld { .. }));
+        let assessed = || a.reasons.clone();
         if r.kind == Kind::CudaToolkit {
             if a.status != Status::Ok {
                 step.action = Action::Blocked;
             }
-            step.reason = a.evidence.clone();
+            step.reasons = vec![Reason::Assessed { reasons: assessed() }];
         } else if a.status == Status::Unsupported && !replaces {
             step.action = Action::Unsupported;
-            step.reason = a.evidence.clone();
-        } else if a.status == Status::Blocked && !replaces && !a.evidence.starts_with(super::jit::NOT_PROVEN) {
-            // Installed, but what it needs is not kiln's to provide (a newer driver): installing
-            // the same thing again would not help.
+            step.reasons = vec![Reason::Assessed { reasons: assessed() }];
+        } else if a.status == Status::Blocked && !replaces && driver_blocked {
             step.action = Action::Blocked;
-            step.reason = a.evidence.clone();
+            step.reasons = vec![Reason::Assessed { reasons: assessed() }];
         } else if !wants_change && a.status == Status::Outdated {
-            step.reason = format!(
-                "kept {}: installed and fits every chosen version (--allow-replace {name} lets kiln change it); {}",
-                a.version.as_deref().unwrap_or("?"),
-                a.evidence
-            );
+            step.reasons = vec![Reason::KeptOutdated {
+                component: name.clone(),
+                version: a.version.clone().unwrap_or_else(|| "?".into()),
+                reasons: assessed(),
+            }];
         } else if !wants_change {
-            step.reason = format!("ok: {}", a.evidence);
+            step.reasons = vec![Reason::Keep { reasons: assessed() }];
         } else if let Some((dep, (root, why))) = stuck_dep {
             step.prebuilt = decision.cloned();
             step.action = Action::Blocked;
-            step.reason = if dep == root {
-                format!("needs {dep}: {why}")
-            } else {
-                format!("needs {dep}, which is blocked by {root}")
-            };
+            let why = if dep == root { why } else { Vec::new() };
+            step.reasons = vec![Reason::NeedsBlocked { dep, root, why }];
         } else {
-            let why = change_reason(a, chosen, replaces, &abi_changed);
-            step.reason = match solution.not_newest.get(name) {
-                Some(note) => format!("{why}; {note}"),
-                None => why,
-            };
+            step.reasons = vec![change_reason(a, chosen, replaces, &abi_changed)];
+            if let Some(note) = solution.not_newest.get(name) {
+                step.reasons.push(Reason::NotNewest { note: note.clone() });
+            }
             change(&mut step, r, chosen, replaces, machine, opts);
         }
         match step.action {
             Action::Blocked | Action::Unsupported => {
-                let root = stuck_root(&stuck, &deps).unwrap_or_else(|| (name.clone(), step.reason.clone()));
+                let root = stuck_root(&stuck, &deps).unwrap_or_else(|| (name.clone(), step.reasons.clone()));
                 stuck.insert(name.clone(), root);
             }
             a if a.changes() => {
@@ -263,7 +264,7 @@ pub fn make(
 }
 
 /// A step that changes what is installed: its action, version and build, or what blocks it
-/// (added to `step.reason`, which says why it changes).
+/// (added to `step.reasons`, which say why it changes).
 fn change(
     step: &mut Step,
     r: &crate::recipe::Recipe,
@@ -295,23 +296,25 @@ fn change(
             Ok(b) => b,
             Err(blocker) => {
                 step.action = Action::Blocked;
-                step.reason = format!("{}; cannot build: {blocker}", step.reason);
+                step.reasons.push(*blocker);
                 return;
             }
         }
     };
     // After the build's own blockers (a build that cannot start says so first): a wheel, or a
     // build of the same source, whose import needs a driver this machine lacks.
-    if let Some(why) = step.prebuilt.as_ref().and_then(|d| d.unprovable.clone()) {
+    if let Some(why) = opts.unprovable.get(&r.name) {
         step.action = Action::Blocked;
-        step.reason = format!("{}; cannot be proven here: {why}", step.reason);
+        step.reasons.push(Reason::Unprovable {
+            because: Box::new(why.clone()),
+        });
         return;
     }
     match runtime_env(r, step.version.as_deref(), machine, opts) {
         Ok(env) => step.runtime_env = env,
-        Err(e) => {
+        Err(error) => {
             step.action = Action::Blocked;
-            step.reason = format!("{}; {e}", step.reason);
+            step.reasons.push(Reason::CannotRender { error });
             return;
         }
     }
@@ -323,35 +326,35 @@ fn change(
             }
             Err(e) => {
                 step.action = Action::Blocked;
-                step.reason = format!("{}; {e}", step.reason);
+                step.reasons.push(Reason::CannotRender { error: e.to_string() });
             }
         }
     }
 }
 
 /// Why a step changes what is installed.
-fn change_reason(a: &Assessment, chosen: Option<&str>, replaces: bool, abi_changed: &[&str]) -> String {
+fn change_reason(a: &Assessment, chosen: Option<&str>, replaces: bool, abi_changed: &[&str]) -> Reason {
+    let chosen = chosen.unwrap_or("?").to_string();
     match a.status {
         _ if replaces => match &a.installed_as {
             // Installed under another name: that distribution goes, the component's comes.
-            Some(other) => format!(
-                "replace {} with {} {}",
-                other.describe(&a.name),
-                a.name,
-                chosen.unwrap_or("?")
-            ),
-            None => format!(
-                "replace {} with {}",
-                a.version.as_deref().unwrap_or("?"),
-                chosen.unwrap_or("?")
-            ),
+            Some(other) => Reason::ReplaceOther {
+                component: a.name.clone(),
+                other: other.clone(),
+                chosen,
+            },
+            None => Reason::Replace {
+                have: a.version.clone().unwrap_or_else(|| "?".into()),
+                chosen,
+            },
         },
-        Status::Ok => format!(
-            "built against {}, which this plan replaces (abi = true)",
-            abi_changed.join(", ")
-        ),
-        Status::Missing => format!("missing: {}", a.evidence),
-        s => format!("{}: {}", s.as_str(), a.evidence),
+        Status::Ok => Reason::AbiChanged {
+            deps: abi_changed.iter().map(|d| d.to_string()).collect(),
+        },
+        status => Reason::Change {
+            status,
+            reasons: a.reasons.clone(),
+        },
     }
 }
 
@@ -404,9 +407,9 @@ fn build_spec(
 }
 
 fn stuck_root(
-    stuck: &BTreeMap<String, (String, String)>,
+    stuck: &BTreeMap<String, (String, Vec<Reason>)>,
     deps: &[&crate::recipe::Dependency],
-) -> Option<(String, String)> {
+) -> Option<(String, Vec<Reason>)> {
     deps.iter().find_map(|d| stuck.get(&d.name).cloned())
 }
 
@@ -416,51 +419,48 @@ fn build_blockers(
     r: &crate::recipe::Recipe,
     machine: &MachineFacts,
     opts: &PlanOptions,
-) -> Result<Vec<super::tools::Brought>, String> {
+) -> Result<Vec<super::tools::Brought>, Box<Reason>> {
     let archs: &[Arch] = &opts.archs;
-    let brought = super::tools::provide(r, &opts.tools, &|t| which::which(t).is_ok())?;
+    let brought = super::tools::provide(r, &opts.tools, &|t| which::which(t).is_ok())
+        .map_err(|why| Box::new(Reason::BuildNeedsTool { why }))?;
+    let toolkit = machine.cuda_toolkit.as_ref();
+    let needs_toolkit = |req: &semver::VersionReq, source: Option<&String>| {
+        let have = toolkit.map(|tk| tk.version.to_string());
+        let fits = toolkit.is_some_and(|tk| req.matches(&tk.version));
+        (!fits).then(|| Reason::BuildNeedsToolkit {
+            req: req.to_string(),
+            have,
+            source: source.cloned(),
+        })
+    };
     for rule in r
         .requires
         .rules
         .iter()
         .filter(|rule| archs.iter().any(|a| rule.arch.contains(a)))
     {
-        if let Some(req) = &rule.cuda_req {
-            match &machine.cuda_toolkit {
-                None => return Err(format!("needs a CUDA toolkit {req} ({})", rule.why)),
-                Some(tk) if !req.matches(&tk.version) => {
-                    return Err(format!(
-                        "needs CUDA {req}, the toolkit is {} ({})",
-                        tk.version, rule.why
-                    ));
-                }
-                _ => {}
-            }
+        if let Some(blocker) = rule
+            .cuda_req
+            .as_ref()
+            .and_then(|req| needs_toolkit(req, Some(&rule.why)))
+        {
+            return Err(Box::new(blocker));
         }
     }
     if let Some(req) = &r.requires.gcc_req {
-        match machine
+        let have = machine
             .host_compiler
             .as_ref()
-            .and_then(|c| crate::probe::machine::compiler_version(&c.value))
-        {
-            Some(v) if !req.matches(&v) => {
-                return Err(format!(
-                    "needs a host C++ compiler (g++) {req} for its CUDA build; found {v}; set CXX to a newer g++"
-                ));
-            }
-            None => return Err(format!("needs a host C++ compiler (g++) {req}; none found (set CXX)")),
-            _ => {}
+            .and_then(|c| crate::probe::machine::compiler_version(&c.value));
+        if have.as_ref().is_none_or(|v| !req.matches(v)) {
+            return Err(Box::new(Reason::BuildNeedsCompiler {
+                req: req.to_string(),
+                have: have.map(|v| v.to_string()),
+            }));
         }
     }
-    if let Some(req) = &r.requires.cuda_req {
-        match &machine.cuda_toolkit {
-            None => return Err(format!("needs a CUDA toolkit {req}, none found")),
-            Some(tk) if !req.matches(&tk.version) => {
-                return Err(format!("needs CUDA {req}, the toolkit is {}", tk.version));
-            }
-            _ => {}
-        }
+    if let Some(blocker) = r.requires.cuda_req.as_ref().and_then(|req| needs_toolkit(req, None)) {
+        return Err(Box::new(blocker));
     }
     Ok(brought)
 }

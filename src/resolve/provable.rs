@@ -9,29 +9,20 @@
 //! be loaded by them: sgl_kernel's `__init__` loads `sm100/common_ops`, which does) and a
 //! driver of the wrong version (that is [`super::driver`]).
 
+use super::reason::Reason;
 use crate::probe::MachineFacts;
 
-/// Why the binaries `links_driver` (paths inside the wheel) cannot be proven here, or `None`
-/// when they can (no such binary, or an NVIDIA driver is present).
-pub fn driver_needed(links_driver: &[String], machine: &MachineFacts) -> Option<String> {
+/// Why the binaries `links_driver` (paths inside the wheel) cannot be proven here
+/// ([`Reason::NeedsDriver`], naming them all), or `None` when they can (no such binary, or an
+/// NVIDIA driver is present).
+pub fn driver_needed(links_driver: &[String], machine: &MachineFacts) -> Option<Reason> {
     if links_driver.is_empty() || machine.driver.is_some() || machine.driver_cuda.is_some() {
         return None;
     }
-    let shown: Vec<&str> = links_driver.iter().take(3).map(String::as_str).collect();
-    let more = links_driver.len().saturating_sub(shown.len());
-    let more = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
-    Some(format!(
-        "its import needs the NVIDIA driver: {}{more} link{} {} (the driver's library), and this machine \
-         has no NVIDIA driver (no nvidia-smi, no /proc/driver/nvidia/version, KILN_DRIVER_VERSION unset); \
-         install it on a machine with the driver",
-        shown.join(", "),
-        if links_driver.len() == 1 { "s" } else { "" },
-        crate::probe::needed::DRIVER_LIBRARY,
-    ))
+    Some(Reason::NeedsDriver {
+        binaries: links_driver.to_vec(),
+        library: crate::probe::needed::DRIVER_LIBRARY,
+    })
 }
 
 #[cfg(test)]
@@ -55,11 +46,12 @@ mod tests {
         let linked = vec!["sgl_kernel/sm100/common_ops.abi3.so".to_string()];
         assert_eq!(driver_needed(&[], &m), None);
         let why = driver_needed(&linked, &m).unwrap();
-        assert!(
-            why.starts_with(
-                "its import needs the NVIDIA driver: sgl_kernel/sm100/common_ops.abi3.so links libcuda.so.1"
-            ),
-            "{why}"
+        assert_eq!(
+            why,
+            Reason::NeedsDriver {
+                binaries: linked.clone(),
+                library: "libcuda.so.1"
+            }
         );
         m.driver = Some(Sourced {
             value: "580.95".into(),

@@ -5,8 +5,11 @@
 //! driver here can run the CUDA runtime it is built for ([`super::driver`]; else `blocked`),
 //! each of its required CUDA binaries holds an image for each target arch ([`super::kernels`];
 //! else `wrong-arch`, naming each binary), the fingerprints of what it was built against still
-//! hold, and (where a GPU of the target arch is here) its smoke test passed. It judges the facts
-//! the probe gathered; it never touches the disk, runs nothing and never prints.
+//! hold, and (where a GPU of the target arch is here) its smoke test passed. Each check gives
+//! typed reasons ([`super::reason`]), every one kept, and the status is the most severe one's:
+//! `broken` > `blocked` > `wrong-arch` > `stale` > `outdated`. It judges the facts the probe
+//! gathered; it never touches the disk, runs nothing, never prints and writes no sentence
+//! (`report::reason` does).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -16,6 +19,7 @@ use serde::Serialize;
 
 use super::driver;
 use super::kernels::{self, KernelCheck};
+use super::reason::{Ran, Reason, status_of};
 use crate::arch::Arch;
 use crate::probe::binaries::Binaries;
 use crate::probe::python::{ImportResult, PythonFacts};
@@ -66,6 +70,21 @@ pub enum Status {
     Blocked,
 }
 
+impl Assessment {
+    /// With `reasons` (every one kept) and the status they give.
+    pub fn with(mut self, reasons: Vec<Reason>) -> Assessment {
+        self.status = status_of(&reasons);
+        self.reasons = reasons;
+        self
+    }
+
+    /// One more reason (the status follows the most severe).
+    pub fn add(&mut self, reason: Reason) {
+        self.reasons.push(reason);
+        self.status = status_of(&self.reasons);
+    }
+}
+
 impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -91,37 +110,35 @@ pub struct ImportCheck {
     pub seconds: f64,
 }
 
-/// A feature of a component (`flashinfer[cutedsl]`) and whether its imports ran.
-#[derive(Debug, Clone, Serialize)]
+/// A feature of a component (`flashinfer[cutedsl]`) and whether its imports ran. Its JSON
+/// form (with the rendered `evidence`) is in `report::json`.
+#[derive(Debug, Clone)]
 pub struct FeatureReport {
     pub name: String,
     pub status: Status,
-    pub evidence: String,
+    pub reasons: Vec<Reason>,
 }
 
-/// What kiln found for one component.
-#[derive(Debug, Clone, Serialize)]
+/// What kiln found for one component. Its JSON form is in `report::json`: these fields, the
+/// typed `reasons` and the `evidence` `report::reason` renders from them.
+#[derive(Debug, Clone)]
 pub struct Assessment {
     pub name: String,
+    /// The most severe of `reasons`.
     pub status: Status,
     /// The installed version (`null` when absent).
     pub version: Option<String>,
-    /// Why the status is what it is, in words a person can check.
-    pub evidence: String,
+    /// Why the status is what it is: every reason, failing or not.
+    pub reasons: Vec<Reason>,
     /// What kiln would install.
     pub want: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub imports: Vec<ImportCheck>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<FeatureReport>,
     /// The distribution judged, when it is not the recipe's own (a former name, or the owner of
     /// one of its import packages).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub installed_as: Option<super::owners::OtherDist>,
     /// Other distributions with files in the import packages it owns alone.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sharing: Vec<super::owners::OtherDist>,
 }
 
@@ -175,44 +192,38 @@ pub fn assess(ev: &Evidence, scope: &[(String, Vec<String>)]) -> Vec<Assessment>
 
 fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
     let want = r.requires.cuda.clone();
-    let (status, version, evidence) = match &machine.cuda_toolkit {
+    let (version, reason) = match &machine.cuda_toolkit {
         Some(tk) => {
-            let at = tk
-                .nvcc
-                .as_ref()
-                .map(|p| format!(" at {}", p.display()))
-                .unwrap_or_default();
-            match &r.requires.cuda_req {
-                Some(req) if !req.matches(&tk.version) => (
-                    Status::Blocked,
-                    Some(tk.version.to_string()),
-                    format!(
-                        "CUDA {} found ({}{at}), need {}; install a newer CUDA toolkit (kiln does not install it) and point CUDA_HOME at it",
-                        tk.version, tk.source, req
-                    ),
-                ),
-                _ => (
-                    Status::Ok,
-                    Some(tk.version.to_string()),
-                    format!("CUDA {} from {}{at}", tk.version, tk.source),
-                ),
-            }
+            let nvcc = tk.nvcc.as_ref().map(|p| p.display().to_string());
+            let (version, source) = (tk.version.to_string(), tk.source.clone());
+            let reason = match &r.requires.cuda_req {
+                Some(req) if !req.matches(&tk.version) => Reason::ToolkitTooOld {
+                    version: version.clone(),
+                    source,
+                    nvcc,
+                    need: req.to_string(),
+                },
+                _ => Reason::ToolkitFound {
+                    version: version.clone(),
+                    source,
+                    nvcc,
+                },
+            };
+            (Some(version), reason)
         }
         None => (
-            Status::Blocked,
             None,
-            format!(
-                "no CUDA toolkit found ({}); install CUDA {} and set CUDA_HOME (kiln does not install it)",
-                machine.cuda_searched.join("; "),
-                want.as_deref().unwrap_or("")
-            ),
+            Reason::NoToolkit {
+                searched: machine.cuda_searched.clone(),
+                want: want.clone(),
+            },
         ),
     };
     Assessment {
         name: r.name.clone(),
-        status,
+        status: reason.status(),
         version,
-        evidence,
+        reasons: vec![reason],
         want,
         location: machine
             .cuda_toolkit
@@ -246,19 +257,14 @@ fn checks(modules: &[String], py: &PythonFacts) -> Vec<ImportCheck> {
         .collect()
 }
 
-fn failed_imports(c: &[ImportCheck]) -> Option<String> {
-    let failed: Vec<String> = c
-        .iter()
+fn failed_imports(c: &[ImportCheck]) -> Vec<Reason> {
+    c.iter()
         .filter(|c| !c.ok)
-        .map(|c| {
-            format!(
-                "import {} failed: {}",
-                c.module,
-                c.error.as_deref().unwrap_or("unknown error")
-            )
+        .map(|c| Reason::ImportFailed {
+            module: c.module.clone(),
+            error: c.error.clone(),
         })
-        .collect();
-    (!failed.is_empty()).then(|| failed.join("; "))
+        .collect()
 }
 
 /// The per-binary verdict over the distribution's CUDA binaries for the target archs; `None`
@@ -291,16 +297,10 @@ fn arch_check(
     Some(c)
 }
 
-/// Whether the driver here can run the CUDA runtime the component is built for: `Err(why)` when
-/// it cannot, `Ok(note)` when it can (a note when only minor version compatibility makes it so).
-fn driver_check(
-    dist: &crate::probe::python::Dist,
-    bins: Option<&Binaries>,
-    ev: &Evidence,
-) -> Result<Option<String>, String> {
-    let Some(drv) = &ev.machine.driver_cuda else {
-        return Ok(None);
-    };
+/// The driver's verdict on the CUDA runtime the component is built for (see
+/// [`driver::verdict`]); `None` when it runs, or nothing is known of either.
+fn driver_check(dist: &crate::probe::python::Dist, bins: Option<&Binaries>, ev: &Evidence) -> Option<Reason> {
+    let drv = ev.machine.driver_cuda.as_ref()?;
     let torch = (normalize(&dist.name) == "torch")
         .then(|| ev.python.torch.as_ref().and_then(|t| t.cuda.as_deref()))
         .flatten()
@@ -310,10 +310,60 @@ fn driver_check(
         minor: None,
         source: format!("its binaries link libcudart.so.{m}"),
     });
-    match torch.or_else(|| driver::Runtime::from_label(&dist.version)).or(linked) {
-        Some(rt) => driver::judge(&format!("{} {}", dist.name, dist.version), &rt, drv),
-        None => Ok(None),
+    let rt = torch
+        .or_else(|| driver::Runtime::from_label(&dist.version))
+        .or(linked)?;
+    driver::verdict(&format!("{} {}", dist.name, dist.version), &rt, drv)
+}
+
+/// The version checks: the recipe's `accepts`, and each dependent's requirement in scope.
+fn version_reasons(r: &Recipe, dist: &crate::probe::python::Dist, constraints: &[Constraint]) -> Vec<Reason> {
+    let Ok(v) = Version::from_str(&dist.version) else {
+        return vec![Reason::VersionUnreadable {
+            version: dist.version.clone(),
+        }];
+    };
+    let mut out = Vec::new();
+    if !r.accepts_version(&v) {
+        out.push(Reason::VersionNotAccepted {
+            component: r.name.clone(),
+            have: dist.version.clone(),
+            accepts: r.accepts_text(),
+            by: None,
+        });
     }
+    for c in constraints.iter().filter(|c| !c.spec.contains(&v)) {
+        out.push(Reason::VersionNotAccepted {
+            component: r.name.clone(),
+            have: dist.version.clone(),
+            accepts: c.text.to_string(),
+            by: Some(c.from.to_string()),
+        });
+    }
+    out
+}
+
+/// The dependencies it was built against (`abi = true`, recorded in `kiln.json`) that differ now.
+fn stale_reasons(dist: &crate::probe::python::Dist, ev: &Evidence) -> Vec<Reason> {
+    let Some(rec) = &dist.kiln else {
+        return Vec::new();
+    };
+    rec.built_against
+        .iter()
+        .filter_map(|(dep, old)| {
+            let dep_dist = ev
+                .set
+                .get(dep)
+                .and_then(|d| d.dist.clone())
+                .unwrap_or_else(|| dep.clone());
+            let now = ev.python.fingerprint(&dep_dist);
+            (now.as_ref() != Some(old)).then(|| Reason::BuiltAgainst {
+                dep: dep.clone(),
+                old: old.clone(),
+                now,
+            })
+        })
+        .collect()
 }
 
 fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Assessment {
@@ -329,7 +379,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         name: r.name.clone(),
         status: Status::Ok,
         version: dist.map(|d| d.version.clone()),
-        evidence: String::new(),
+        reasons: Vec::new(),
         want,
         location: dist.and_then(|d| d.location.clone()),
         imports: Vec::new(),
@@ -347,31 +397,28 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         .iter()
         .find(|rule| rule.unsupported && ev.archs.iter().any(|a| rule.arch.contains(a)))
     {
-        let on: Vec<String> = ev
-            .archs
-            .iter()
-            .filter(|a| rule.arch.contains(a))
-            .map(|a| a.to_string())
-            .collect();
-        a.status = Status::Unsupported;
-        a.evidence = format!("cannot work on {}: {}", on.join(", "), rule.why);
-        return a;
+        let archs = ev.archs.iter().filter(|a| rule.arch.contains(a)).copied().collect();
+        return a.with(vec![Reason::ArchUnsupported {
+            component: r.name.clone(),
+            archs,
+            source: rule.why.clone(),
+        }]);
     }
     let Some(dist) = dist else {
-        if !python_ok {
-            a.status = Status::Unsupported;
-            a.evidence = format!(
-                "{} needs Python {}; {} is Python {}",
-                r.name,
-                r.requires.python.as_deref().unwrap_or(""),
-                py.python.executable,
-                py.python.version
-            );
+        let why = if !python_ok {
+            Reason::PythonUnsupported {
+                component: r.name.clone(),
+                needs: r.requires.python.clone().unwrap_or_default(),
+                python: py.python.executable.clone(),
+                have: py.python.version.clone(),
+            }
         } else {
-            a.status = Status::Missing;
-            a.evidence = format!("{dist_name} is not installed in {}", py.python.prefix);
-        }
-        return a;
+            Reason::NotInstalled {
+                dist: dist_name,
+                prefix: py.python.prefix.clone(),
+            }
+        };
+        return a.with(vec![why]);
     };
     a.imports = imports;
     let (installed_as, sharing) = super::owners::reported(r, &found);
@@ -381,116 +428,68 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     } else {
         dist_name
     };
-    let version = Version::from_str(&dist.version).ok();
-    let mut outdated = Vec::new();
-    match &version {
-        None => outdated.push(format!("installed version `{}` is not a PEP 440 version", dist.version)),
-        Some(v) => {
-            if !r.accepts_version(v) {
-                outdated.push(format!("have {}, recipe accepts {}", dist.version, r.accepts_text()));
-            }
-            for c in constraints {
-                if !c.spec.contains(v) {
-                    outdated.push(format!("have {}, {} needs {} {}", dist.version, c.from, r.name, c.text));
-                }
-            }
-        }
-    }
     let bins = ev.binaries.get(&normalize(&dist.name));
-    let arch = arch_check(r, dist, bins, ev);
-    let driver = driver_check(dist, bins, ev);
-    let jit = super::jit::verdict(r, ev);
-    let stale: Vec<String> = match &dist.kiln {
-        None => Vec::new(),
-        Some(rec) => rec
-            .built_against
-            .iter()
-            .filter_map(|(dep, old)| {
-                let dep_dist = ev
-                    .set
-                    .get(dep)
-                    .and_then(|d| d.dist.clone())
-                    .unwrap_or_else(|| dep.clone());
-                let now = py
-                    .fingerprint(&dep_dist)
-                    .unwrap_or_else(|| format!("{dep} not installed"));
-                (now != *old).then(|| format!("built against {old}, now {now}"))
-            })
-            .collect(),
-    };
-    if let Some(why) = failed_imports(&a.imports) {
-        a.status = Status::Broken;
-        a.evidence = why;
-    } else if let Err(why) = &driver {
-        a.status = Status::Blocked;
-        a.evidence = why.clone();
-    } else if let Some(c) = arch.as_ref().filter(|c| !c.ok()) {
-        a.status = Status::WrongArch;
-        a.evidence = c.evidence();
-    } else if let Some(SmokeResult { ok: false, error, .. }) = ev.smoke.get(&r.name) {
-        a.status = Status::Broken;
-        a.evidence = format!("smoke test failed: {}", error.as_deref().unwrap_or("?"));
-    } else if let Some((status, why)) = jit.as_ref().filter(|(s, _)| *s != Status::Ok) {
-        a.status = *status;
-        a.evidence = why.clone();
-    } else if !stale.is_empty() {
-        a.status = Status::Stale;
-        a.evidence = stale.join("; ");
-    } else if !outdated.is_empty() {
-        a.status = Status::Outdated;
-        a.evidence = outdated.join("; ");
-    } else {
-        let proofs: Vec<String> = a
-            .imports
-            .iter()
-            .map(|c| format!("{} ({:.2} s)", c.module, c.seconds))
-            .collect();
-        a.evidence = if proofs.is_empty() {
-            format!(
-                "{} {} installed; the recipe names no import to prove it",
-                dist_name, dist.version
-            )
+    // Every reason, failing or not, in the order the evidence tells them; the status is the
+    // most severe one's (see [`super::reason::status_of`]).
+    let failed = failed_imports(&a.imports);
+    let mut reasons = Vec::new();
+    if failed.is_empty() {
+        reasons.push(if a.imports.is_empty() {
+            Reason::NoImportNamed {
+                dist: dist_name,
+                version: dist.version.clone(),
+            }
         } else {
-            format!("{} {}; imports ran: {}", dist_name, dist.version, proofs.join(", "))
-        };
-        if let Some(c) = &arch {
-            a.evidence = format!("{}; {}", a.evidence, c.evidence());
-        }
-        if let Ok(Some(note)) = &driver {
-            a.evidence = format!("{}; {note}", a.evidence);
-        }
-        if let Some((_, proof)) = &jit {
-            a.evidence = format!("{}; {proof}", a.evidence);
-        }
-        if let Some(smoke) = &r.smoke {
-            let on: Vec<String> = ev.smoke_archs.iter().map(|x| x.to_string()).collect();
-            a.evidence = match ev.smoke.get(&r.name) {
-                Some(s) => format!(
-                    "{}; smoke test {} passed on {} ({:.2} s)",
-                    a.evidence,
-                    smoke.path,
-                    on.join(", "),
-                    s.seconds
-                ),
-                None => format!(
-                    "{}; smoke test {} not run: no GPU of a target arch here",
-                    a.evidence, smoke.path
-                ),
-            };
-        }
+            Reason::ImportsRan {
+                dist: dist_name,
+                version: dist.version.clone(),
+                imports: a
+                    .imports
+                    .iter()
+                    .map(|c| Ran {
+                        module: c.module.clone(),
+                        seconds: c.seconds,
+                    })
+                    .collect(),
+            }
+        });
     }
-    let arch_evidence = arch.as_ref().map(|c| c.evidence());
-    super::owners::judge(&mut a, r, installed_as, sharing, arch_evidence.as_deref());
+    reasons.extend(failed);
+    reasons.extend(arch_check(r, dist, bins, ev).map(|c| c.reason()));
+    reasons.extend(driver_check(dist, bins, ev));
+    reasons.extend(super::jit::verdict(r, ev));
+    if let Some(smoke) = &r.smoke {
+        let script = smoke.path.clone();
+        reasons.push(match ev.smoke.get(&r.name) {
+            Some(SmokeResult { ok: false, error, .. }) => Reason::SmokeFailed {
+                script,
+                error: error.clone(),
+            },
+            Some(s) => Reason::SmokePassed {
+                script,
+                archs: ev.smoke_archs.to_vec(),
+                seconds: s.seconds,
+            },
+            None => Reason::SmokeNotRun { script },
+        });
+    }
+    reasons.extend(stale_reasons(dist, ev));
+    reasons.extend(version_reasons(r, dist, constraints));
+    let mut a = a.with(reasons);
+    super::owners::judge(&mut a, r, installed_as, sharing);
     for (fname, f) in &r.features {
-        let c = checks(&f.imports, py);
-        let (status, evidence) = match failed_imports(&c) {
-            Some(why) => (Status::Broken, why),
-            None => (Status::Ok, format!("imports ran: {}", f.imports.join(", "))),
+        let failed = failed_imports(&checks(&f.imports, py));
+        let reasons = if failed.is_empty() {
+            vec![Reason::FeatureImportsRan {
+                imports: f.imports.clone(),
+            }]
+        } else {
+            failed
         };
         a.features.push(FeatureReport {
             name: fname.clone(),
-            status,
-            evidence,
+            status: status_of(&reasons),
+            reasons,
         });
     }
     a

@@ -305,6 +305,7 @@ impl Session {
             compile_cache: None,
             tools: Default::default(),
             prebuilt: Default::default(),
+            unprovable: Default::default(),
         };
         let version = manifest.version.as_str();
         // With no toolkit an arch spelling such as `{arch.flashinfer}` cannot be rendered; then

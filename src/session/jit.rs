@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::Session;
 use crate::arch::Arch;
-use crate::build::RunReport;
+use crate::build::{RunReport, StepResult};
 use crate::probe::jit::{self, JitOutcome};
 use crate::probe::python::PythonFacts;
 use crate::probe::smoke::Script;
@@ -27,29 +27,62 @@ use crate::probe::{MachineFacts, normalize};
 use crate::recipe::model::Jit;
 use crate::recipe::template::{Part, Var, Vars};
 use crate::recipe::{Recipe, RecipeSet};
-use crate::resolve;
+use crate::resolve::{self, Reason, Status};
 use crate::settings::Settings;
 
 /// A JIT compile of a few kernels is minutes on a loaded 2-core machine; an hour is a hang.
 const LIMIT: Duration = Duration::from_secs(3600);
 
-/// The JIT verdict on a component `install` built or installed, for the target archs.
-#[derive(Debug, Clone, Serialize)]
+/// The JIT verdict on a component `install` built or installed, for the target archs. Its
+/// JSON form (with the rendered `evidence`) is in `report::json`.
+#[derive(Debug, Clone)]
 pub struct JitVerdict {
     pub name: String,
     pub archs: Vec<Arch>,
-    /// `ok`; or why not: `blocked` (the proof could not run here, e.g. no toolkit), `broken`
-    /// (it failed), `wrong-arch` (it compiled for other archs); `skipped` (`--no-jit-proof`).
-    pub status: &'static str,
-    pub evidence: String,
+    pub status: JitStatus,
+    /// Why: the JIT verdict's reason ([`resolve::jit::verdict`]), or [`Reason::JitSkipped`].
+    pub reason: Reason,
     /// The proof, as `doctor --json` shows it under `jit` (absent when skipped).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub proof: Option<JitOutcome>,
+}
+
+/// `ok`; or why not: `blocked` (the proof could not run here, e.g. no toolkit), `broken` (it
+/// failed), `wrong-arch` (it compiled for other archs); `skipped` (`--no-jit-proof`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JitStatus {
+    Ok,
+    Blocked,
+    Broken,
+    WrongArch,
+    Skipped,
+}
+
+impl JitStatus {
+    fn of(reason: &Reason) -> JitStatus {
+        match (reason, reason.status()) {
+            (Reason::JitSkipped { .. }, _) => JitStatus::Skipped,
+            (_, Status::Ok) => JitStatus::Ok,
+            (_, Status::Blocked) => JitStatus::Blocked,
+            (_, Status::WrongArch) => JitStatus::WrongArch,
+            _ => JitStatus::Broken,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JitStatus::Ok => "ok",
+            JitStatus::Blocked => "blocked",
+            JitStatus::Broken => "broken",
+            JitStatus::WrongArch => "wrong-arch",
+            JitStatus::Skipped => "skipped",
+        }
+    }
 }
 
 impl JitVerdict {
     pub fn ok(&self) -> bool {
-        self.status == "ok"
+        self.status == JitStatus::Ok
     }
 }
 
@@ -63,7 +96,7 @@ impl Session {
         let Some(facts) = report.facts.as_ref().filter(|_| !self.archs.is_empty()) else {
             return Vec::new();
         };
-        let done = report.outcomes.iter().filter(|o| o.result == "done");
+        let done = report.outcomes.iter().filter(|o| o.result == StepResult::Done);
         let mut out = Vec::new();
         for (r, jit) in done
             .filter_map(|o| self.set.get(&o.name))
@@ -72,11 +105,10 @@ impl Session {
             let mut v = JitVerdict {
                 name: r.name.clone(),
                 archs: self.archs.clone(),
-                status: "skipped",
-                evidence: format!(
-                    "JIT not proven: --no-jit-proof (`kiln doctor` proves it with {})",
-                    jit.path
-                ),
+                status: JitStatus::Skipped,
+                reason: Reason::JitSkipped {
+                    script: jit.path.clone(),
+                },
                 proof: None,
             };
             if settings.jit_proof {
@@ -94,8 +126,9 @@ impl Session {
                 .expect("compiling always answers");
                 let proofs = BTreeMap::from([(r.name.clone(), outcome.clone())]);
                 let ev = self.evidence(facts, &proofs);
-                if let Some((status, evidence)) = resolve::jit::verdict(r, &ev) {
-                    (v.status, v.evidence) = (status.as_str(), evidence);
+                if let Some(reason) = resolve::jit::verdict(r, &ev) {
+                    v.status = JitStatus::of(&reason);
+                    v.reason = reason;
                 }
                 v.proof = Some(outcome);
             }

@@ -10,15 +10,24 @@ use super::{Session, SessionError};
 use crate::arch::Arch;
 use crate::lock::{self, Difference, Environment, Lock, Locked};
 use crate::recipe::{Kind, RecipeSet};
-use crate::resolve::Status;
+use crate::resolve::{Reason, Status};
 
 /// Why `kiln lock` writes nothing.
 #[derive(Debug)]
 pub enum Unlockable {
-    /// Components in scope that are not proven, one line each.
-    NotProven(Vec<String>),
+    /// Components in scope that are not proven, each with why.
+    NotProven(Vec<Refused>),
     /// No component kiln knows is installed.
     Nothing,
+}
+
+/// A component `kiln lock` refuses: not `ok` (its status and reasons), or asked for by name and
+/// not installed (`status` = `None`).
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub name: String,
+    pub status: Option<Status>,
+    pub reasons: Vec<Reason>,
 }
 
 /// The targets of a locked install: the lock's components (or those named, which must be in
@@ -106,11 +115,17 @@ impl Session {
             };
             match (self.installed(&r.name), a.status) {
                 (Some(dist), Status::Ok) => components.push(Locked::of(&a.name, dist)),
-                (Some(_), status) => refused.push(format!("{} is {}: {}", a.name, status.as_str(), a.evidence)),
+                (Some(_), status) => refused.push(Refused {
+                    name: a.name.clone(),
+                    status: Some(status),
+                    reasons: a.reasons.clone(),
+                }),
                 // Asked for by name, yet absent: that is not a proven environment either.
-                (None, _) if named && targets.contains(&a.name.as_str()) => {
-                    refused.push(format!("{} is not installed", a.name))
-                }
+                (None, _) if named && targets.contains(&a.name.as_str()) => refused.push(Refused {
+                    name: a.name.clone(),
+                    status: None,
+                    reasons: Vec::new(),
+                }),
                 (None, _) => {}
             }
         }
@@ -163,8 +178,11 @@ impl Session {
                 && have.public_version() == want.public_version()
                 && have.source != want.source
             {
-                a.status = Status::Stale;
-                a.evidence = format!("built from `{}`; {} has `{}`", have.source, path.display(), want.source);
+                a.add(Reason::OtherSource {
+                    have: have.source.clone(),
+                    lock: path.display().to_string(),
+                    want: want.source.clone(),
+                });
             }
         }
     }

@@ -32,7 +32,7 @@ use crate::resolve::serving::summary::BackendSummary;
 use crate::resolve::{self, Assessment};
 use crate::settings::Settings;
 
-pub use jit::JitVerdict;
+pub use jit::{JitStatus, JitVerdict};
 pub use run::Executed;
 
 /// Why a session could not be opened.

@@ -57,7 +57,7 @@ impl Session {
         scope: &[(String, Vec<String>)],
         assessments: &[Assessment],
     ) -> Plan {
-        let prebuilt = self.wheel_decisions(settings, solution, scope, assessments);
+        let (prebuilt, unprovable) = self.wheel_decisions(settings, solution, scope, assessments);
         let mut plan = resolve::plan::make(
             &self.set,
             &self.machine,
@@ -74,6 +74,7 @@ impl Session {
                     offline: settings.offline,
                 },
                 prebuilt,
+                unprovable,
             },
         );
         self.flag_cuda_majors(&mut plan);
@@ -127,7 +128,7 @@ impl Session {
             }
             if !missing.is_empty() {
                 step.action = Action::Blocked;
-                step.reason = format!("{}; offline: {}", step.reason, missing.join("; "));
+                step.reasons.push(resolve::Reason::Offline { missing });
             }
         }
     }

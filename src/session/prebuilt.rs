@@ -9,25 +9,27 @@ use std::time::Instant;
 
 use super::Session;
 use crate::probe;
-use crate::resolve::Assessment;
 use crate::resolve::solve::Solution;
 use crate::resolve::status::Status;
 use crate::resolve::wheel_choice::{self, Context, WheelDecision};
+use crate::resolve::{Assessment, Reason, provable};
 use crate::settings::Settings;
 
 impl Session {
     /// The wheel-or-build decision of every component in `scope` that would change and whose
-    /// chosen version offers wheels.
+    /// chosen version offers wheels; and, by component, why a wheel read (and a build of the
+    /// same source) cannot be proven on this machine ([`crate::resolve::provable`]).
     pub(super) fn wheel_decisions(
         &self,
         settings: &Settings,
         solution: &Solution,
         scope: &[(String, Vec<String>)],
         assessments: &[Assessment],
-    ) -> BTreeMap<String, WheelDecision> {
+    ) -> (BTreeMap<String, WheelDecision>, BTreeMap<String, Reason>) {
         let mut out = BTreeMap::new();
+        let mut unprovable = BTreeMap::new();
         if !settings.prebuilt {
-            return out;
+            return (out, unprovable);
         }
         let planned: BTreeMap<String, (String, String)> = solution
             .chosen
@@ -90,7 +92,10 @@ impl Session {
                                 Some(w),
                             ),
                             Ok(facts) => {
-                                let mut d = wheel_choice::judge(
+                                if let Some(why) = provable::driver_needed(&facts.links_driver, &self.machine) {
+                                    unprovable.insert(name.clone(), why);
+                                }
+                                wheel_choice::judge(
                                     w,
                                     &facts,
                                     &Context {
@@ -102,10 +107,7 @@ impl Session {
                                         planned: &planned,
                                         markers: markers.as_ref(),
                                     },
-                                );
-                                d.unprovable =
-                                    crate::resolve::provable::driver_needed(&facts.links_driver, &self.machine);
-                                d
+                                )
                             }
                         };
                         d.fetch_seconds = fetch_seconds;
@@ -116,7 +118,7 @@ impl Session {
             };
             out.insert(name.clone(), decision);
         }
-        out
+        (out, unprovable)
     }
 }
 
@@ -148,12 +150,12 @@ impl Session {
             if links_torch {
                 step.action = crate::resolve::Action::Blocked;
                 step.build = None;
-                step.reason = format!(
-                    "{}; cannot build against torch built for CUDA {cuda} with the CUDA {tk} toolkit: \
-                     torch's cpp_extension refuses another CUDA major (torch/utils/cpp_extension.py:544-545 \
-                     in torch 2.11.0); use a toolkit of CUDA {} or a torch built for CUDA {}",
-                    step.reason, rt.major, tk.major
-                );
+                step.reasons.push(Reason::TorchCudaMajor {
+                    torch_cuda: cuda.to_string(),
+                    toolkit: tk.to_string(),
+                    torch_major: rt.major,
+                    toolkit_major: tk.major,
+                });
             }
         }
     }

@@ -53,6 +53,7 @@ impl Session {
             compile_cache: None,
             tools: Default::default(),
             prebuilt: Default::default(),
+            unprovable: Default::default(),
         };
         let mut out = Vec::new();
         for r in self.scope.iter().filter_map(|(n, _)| self.set.get(n)) {

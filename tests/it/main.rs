@@ -28,3 +28,4 @@ mod smoke;
 mod sources;
 mod stack;
 mod truth;
+mod typed;

@@ -50,6 +50,29 @@ fn a_component_under_its_former_name_is_reported_as_what_it_is_and_replaced_or_p
         "{evidence}"
     );
     assert!(evidence.contains("does not accept (>=0.4.2)"), "{evidence}");
+    // Beside the words, the typed reasons they were rendered from: what it is installed as, and
+    // the version the recipe does not accept, each with its data.
+    let kinds: Vec<&str> = c["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds[0], "installed-as", "{c}");
+    let refused = c["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "version-not-accepted")
+        .unwrap_or_else(|| panic!("{c}"));
+    assert_eq!(
+        (&refused["have"], &refused["accepts"], &refused["by"]),
+        (
+            &serde_json::json!("0.3.21"),
+            &serde_json::json!(">=0.4.2"),
+            &serde_json::Value::Null
+        )
+    );
 
     // The plan replaces it, and says so.
     let v = stdout_json(&kiln(&w).args(["plan", "--json", "sglang-kernel"]).output().unwrap());
@@ -58,6 +81,8 @@ fn a_component_under_its_former_name_is_reported_as_what_it_is_and_replaced_or_p
         (s["action"].as_str(), s["version"].as_str()),
         (Some("rebuild"), Some("0.4.10"))
     );
+    assert_eq!(s["reasons"][0]["kind"], "replace-other", "{s}");
+    assert_eq!(s["reasons"][0]["other"]["dist"], "sgl-kernel", "{s}");
     assert!(
         s["reason"].as_str().unwrap().starts_with("replace sgl-kernel 0.3.21"),
         "{s}"
