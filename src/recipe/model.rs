@@ -238,8 +238,33 @@ pub struct Backend {
     pub cuda_req: Option<semver::VersionReq>,
     /// The reason for the arch or toolkit rule, with its source.
     pub why: String,
+    /// The consumer's versions it describes (`versions = ">=0.33"`); absent: every version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versions: Option<String>,
+    #[serde(skip)]
+    pub versions_spec: Option<VersionSpecifiers>,
+    /// `binaries`: CUDA binaries of the consumer's distribution (globs over its RECORD paths)
+    /// that only the backends naming them need: one without the target arch makes the
+    /// component unfit only for a user who needs such a backend (`--need`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binaries: Option<super::binaries::ServedBinaries>,
     #[serde(skip)]
     pub span: Option<Range<usize>>,
+}
+
+impl Backend {
+    /// How the user names it: `--quantization=fp_quant`.
+    pub fn spelled(&self) -> String {
+        format!("{}={}", self.flag, self.value)
+    }
+
+    /// Whether it describes the consumer's version `version` (`None`: unknown, so yes).
+    pub fn describes(&self, version: Option<&Version>) -> bool {
+        match (&self.versions_spec, version) {
+            (Some(spec), Some(v)) => spec.contains(v),
+            _ => true,
+        }
+    }
 }
 
 /// One version a recipe describes (`[[versions]]`), with its own source and pins.

@@ -143,6 +143,7 @@ mod tests {
             features: Vec::new(),
             installed_as: None,
             sharing: Vec::new(),
+            unavailable: Vec::new(),
         }
     }
 

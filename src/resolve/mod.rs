@@ -7,6 +7,7 @@ pub mod backends;
 pub mod driver;
 pub mod jit;
 pub mod kernels;
+pub mod need;
 pub mod owners;
 pub mod plan;
 pub mod provable;

@@ -38,6 +38,8 @@ pub struct Evidence<'a> {
     pub smoke_archs: &'a [Arch],
     /// JIT proofs, by component (see [`super::jit`]).
     pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
+    /// The backends the user needs (`--need`): the binaries they name are required.
+    pub needs: &'a [super::need::Need],
 }
 
 /// Whether `r` is installed (under any of its names, see [`super::owners`]) and every import its
@@ -53,10 +55,11 @@ pub fn installed_and_imports(r: &Recipe, py: &PythonFacts) -> bool {
 }
 
 /// What kiln can say about a component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     Ok,
+    #[default]
     Missing,
     Outdated,
     Broken,
@@ -100,7 +103,7 @@ pub struct FeatureReport {
 }
 
 /// What kiln found for one component.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Assessment {
     pub name: String,
     pub status: Status,
@@ -123,6 +126,9 @@ pub struct Assessment {
     /// Other distributions with files in the import packages it owns alone.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sharing: Vec<super::owners::OtherDist>,
+    /// CUDA binaries without a target arch that only backends the user does not need use.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<kernels::Lacking>,
 }
 
 /// A version constraint a dependent puts on a component.
@@ -219,10 +225,7 @@ fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
             .as_ref()
             .and_then(|t| t.home.as_ref())
             .map(|h| h.display().to_string()),
-        imports: Vec::new(),
-        features: Vec::new(),
-        installed_as: None,
-        sharing: Vec::new(),
+        ..Assessment::default()
     }
 }
 
@@ -269,10 +272,7 @@ fn arch_check(
     bins: Option<&Binaries>,
     ev: &Evidence,
 ) -> Option<KernelCheck> {
-    let bins = bins.filter(|b| !b.cuda.is_empty())?;
-    if ev.archs.is_empty() {
-        return None;
-    }
+    let bins = bins.filter(|b| !b.cuda.is_empty() && !ev.archs.is_empty())?;
     let loc = dist.location.as_deref().unwrap_or("");
     let files: Vec<(String, &crate::fatbin::FileReport)> = bins
         .cuda
@@ -286,7 +286,12 @@ fn arch_check(
         .collect();
     let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
     let version = Version::from_str(&dist.version).ok();
-    let mut c = kernels::check(&files, ev.archs, driver, &r.optional_binaries, version.as_ref());
+    let mut c = kernels::check(
+        &files,
+        ev.archs,
+        driver,
+        &kernels::Rules::of(r, version.as_ref(), ev.needs),
+    );
     c.unreadable = bins.unreadable.clone();
     Some(c)
 }
@@ -332,10 +337,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         evidence: String::new(),
         want,
         location: dist.and_then(|d| d.location.clone()),
-        imports: Vec::new(),
-        features: Vec::new(),
-        installed_as: None,
-        sharing: Vec::new(),
+        ..Assessment::default()
     };
     let python_ok = match (&r.requires.python_spec, Version::from_str(&py.python.version)) {
         (Some(spec), Ok(v)) => spec.contains(&v),
@@ -479,6 +481,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
             };
         }
     }
+    a.unavailable = arch.as_ref().map(|c| c.unavailable.clone()).unwrap_or_default();
     let arch_evidence = arch.as_ref().map(|c| c.evidence());
     super::owners::judge(&mut a, r, installed_as, sharing, arch_evidence.as_deref());
     for (fname, f) in &r.features {

@@ -1,12 +1,14 @@
 //! `[[backends]]`: the runtime backends a component offers (`--moe-runner-backend marlin`), what
-//! each needs (components with features, archs, a CUDA toolkit) and why. It deliberately does
-//! not check that the needed components exist: the recipe set does.
+//! each needs (components with features, archs, a CUDA toolkit, the consumer's own CUDA binaries
+//! by glob: `binaries`), for which of the consumer's versions (`versions`), and why. It
+//! deliberately does not check that the needed components exist: the recipe set does.
 
 use super::cx::{Ctx, requirement};
 use super::doc::Table;
+use crate::recipe::binaries::{ServedBinaries, glob_set};
 use crate::recipe::model::Backend;
 
-const KEYS: &[&str] = &["flag", "value", "needs", "arch", "cuda", "why"];
+const KEYS: &[&str] = &["flag", "value", "needs", "arch", "cuda", "versions", "binaries", "why"];
 
 pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Vec<Backend> {
     let mut backends = Vec::new();
@@ -55,6 +57,11 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>) -
         }
         c.value.to_string()
     });
+    let versions = cx.string(t, "versions", section);
+    let versions_spec = versions
+        .as_ref()
+        .and_then(|v| cx.specifiers(v, format_args!("backends.versions")));
+    let binaries = binaries(cx, t, section);
     Some(Backend {
         flag: flag?.value.to_string(),
         value: value?.value.to_string(),
@@ -63,6 +70,38 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>) -
         cuda,
         cuda_req,
         why: why?.value.to_string(),
+        versions: versions.map(|v| v.value.to_string()),
+        versions_spec,
+        binaries,
         span: header,
     })
+}
+
+/// `binaries = ["vllm/_qutlass_C*.so"]`: globs over the consumer's RECORD paths (globset
+/// syntax, `*` within one directory); `None` when absent, empty or with a bad glob (reported).
+fn binaries(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<ServedBinaries> {
+    let files = cx.strings(t, "binaries", section)?;
+    let texts: Vec<&str> = files.iter().map(|f| f.value).collect();
+    if texts.is_empty() {
+        cx.error(
+            t.get("binaries").and_then(|i| i.span()),
+            "`binaries` is empty".into(),
+            "name the CUDA binaries only this backend needs (`binaries = [\"pkg/_kernels*.so\"]`), or drop the key",
+        );
+        return None;
+    }
+    match glob_set(&texts) {
+        Ok(matcher) => Some(ServedBinaries {
+            files: texts.iter().map(|f| f.to_string()).collect(),
+            matcher,
+        }),
+        Err((i, e)) => {
+            cx.error(
+                files.get(i).and_then(|f| f.span.clone()),
+                format!("bad glob `{}`: {e}", texts.get(i).copied().unwrap_or_default()),
+                "use `*`, `?`, `[abc]`, `{a,b}` and `**` (globset syntax)",
+            );
+            None
+        }
+    }
 }
