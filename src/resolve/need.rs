@@ -104,7 +104,7 @@ mod tests {
             value: "fp_quant".into(),
         };
         let asked = |a: &[&str]| resolve(&set, &scope, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-        assert_eq!(asked(&["--quantization=fp_quant"]).unwrap(), [fp.clone()]);
+        assert_eq!(asked(&["--quantization=fp_quant"]).unwrap(), std::slice::from_ref(&fp));
         assert_eq!(asked(&["fp_quant", "--quantization=fp_quant"]).unwrap(), [fp]);
         let e = asked(&["fp_qant"]).unwrap_err();
         assert!(e.starts_with("--need `fp_qant`: no backend of "), "{e}");
