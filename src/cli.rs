@@ -93,6 +93,19 @@ pub struct Global {
     /// down or stops answering costs a warning, never a build
     #[arg(long, global = true, value_name = "URL", env = "KILN_COMPILE_CACHE", value_parser = Backend::parse)]
     pub compile_cache: Option<Backend>,
+    /// A backend you need (repeatable, or a comma list): `--quantization=fp_quant`, or the bare
+    /// value where one flag offers it. CUDA binaries only such backends use (the recipe's
+    /// `[[backends]] binaries`) must then hold the target arch: a prebuilt wheel without it is
+    /// built from source instead. Without it, such a gap is only reported
+    #[arg(
+        long,
+        global = true,
+        value_name = "BACKEND",
+        env = "KILN_NEED",
+        value_delimiter = ',',
+        allow_hyphen_values = true
+    )]
+    pub need: Vec<String>,
 }
 
 /// A `--stall` or `--limit` value.
@@ -123,6 +136,7 @@ impl Global {
             stall: self.stall,
             limit: self.limit,
             compile_cache: self.compile_cache.clone(),
+            needs: self.need.clone(),
         })
     }
 }

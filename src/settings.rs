@@ -59,6 +59,9 @@ pub struct Settings {
     pub limit: Option<Duration>,
     /// `--compile-cache` (`KILN_COMPILE_CACHE`): builds compile through sccache with this backend.
     pub compile_cache: Option<Backend>,
+    /// `--need` (`KILN_NEED`): backends the user needs, as written (`--quantization=fp_quant`,
+    /// `fp_quant`); the session checks them against the recipes.
+    pub needs: Vec<String>,
 }
 
 impl Settings {
@@ -84,6 +87,7 @@ impl Settings {
             stall: None,
             limit: None,
             compile_cache: None,
+            needs: Vec::new(),
         }
     }
 }

@@ -134,6 +134,22 @@ pub fn optional_for<'a>(
     entries.iter().find(|e| e.covers(path, arch, version))
 }
 
+/// `[[backends]] binaries = [...]`: the CUDA binaries of the consumer's distribution (globs over
+/// its RECORD paths) that only the backends naming them need.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServedBinaries {
+    pub files: Vec<String>,
+    #[serde(skip)]
+    pub matcher: globset::GlobSet,
+}
+
+impl ServedBinaries {
+    /// Whether the binary at RECORD path `path` is one of them.
+    pub fn names(&self, path: &str) -> bool {
+        self.matcher.is_match(path)
+    }
+}
+
 /// A glob set for `files`, `*` kept within one path segment; the first bad glob's error.
 pub fn glob_set(files: &[&str]) -> Result<globset::GlobSet, (usize, String)> {
     let mut b = globset::GlobSetBuilder::new();

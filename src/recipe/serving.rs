@@ -219,10 +219,8 @@ pub struct Backend {
     pub cuda_req: Option<semver::VersionReq>,
     /// CUDA binaries of the consumer's distribution (globs over RECORD paths) that must hold
     /// the arch for it; required only for the backends that name them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub binaries: Vec<String>,
-    #[serde(skip)]
-    pub binaries_matcher: Option<globset::GlobSet>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binaries: Option<super::binaries::ServedBinaries>,
     /// JIT modules (`component:kernel`) that must compile for the arch.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub jit: Vec<(String, String)>,
@@ -236,8 +234,18 @@ pub struct Backend {
 
 impl Backend {
     /// `FLAG=VALUE`, the way `--need` names it.
-    pub fn key(&self) -> String {
+    pub fn spelled(&self) -> String {
         format!("{}={}", self.selector, self.value)
+    }
+
+    /// Whether it describes the consumer's version `version` (`None`: unknown, so yes). The
+    /// serving judge is stricter ([`Filters::version_matches`]): an unknown version there takes
+    /// only unscoped facts.
+    pub fn describes(&self, version: Option<&Version>) -> bool {
+        match (&self.serves.versions_spec, version) {
+            (Some(spec), Some(v)) => spec.contains(v),
+            _ => true,
+        }
     }
 }
 

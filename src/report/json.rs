@@ -35,6 +35,8 @@ impl Serialize for Assessment {
             installed_as: &'a Option<OtherDist>,
             #[serde(skip_serializing_if = "<[_]>::is_empty")]
             sharing: &'a [OtherDist],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            unavailable: &'a [crate::resolve::kernels::Lacking],
         }
         Json {
             name: &self.name,
@@ -48,6 +50,7 @@ impl Serialize for Assessment {
             features: &self.features,
             installed_as: &self.installed_as,
             sharing: &self.sharing,
+            unavailable: &self.unavailable,
         }
         .serialize(s)
     }

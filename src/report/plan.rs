@@ -31,6 +31,18 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
                 "       wheel or build ({:.1} s fetch, {:.1} s read): {}",
                 d.fetch_seconds, d.read_seconds, d.reason
             );
+            // What the wheel leaves out on the target archs (only unneeded backends use it).
+            let gaps = d.binaries.iter().filter(|_| d.install).flat_map(|c| &c.unavailable);
+            for l in gaps {
+                let on: Vec<String> = l.archs.iter().map(|a| a.to_string()).collect();
+                println!(
+                    "       not available on {}: {} ({} will not work there; `--need {}` builds it instead)",
+                    on.join(", "),
+                    l.path,
+                    l.serves.join(", "),
+                    l.serves.first().map_or("", String::as_str)
+                );
+            }
         }
         for t in st.build.iter().flat_map(|b| &b.tools) {
             let file = t.wheel.rsplit('/').next().unwrap_or(&t.wheel);

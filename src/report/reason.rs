@@ -63,8 +63,16 @@ fn lacking(l: &Lacking) -> String {
     format!("{} for {}: {}", l.path, join(&l.archs, ", "), l.because)
 }
 
+/// A required binary that lacks an arch, with the needed backends that make it required.
+fn needed_lacking(l: &Lacking) -> String {
+    match l.serves.as_slice() {
+        [] => lacking(l),
+        needed => format!("{} [needed by {}, which you need]", lacking(l), needed.join(", ")),
+    }
+}
+
 /// The optional binaries without an image and the unreadable files, after a binaries verdict.
-fn binaries_tail(optional: &[Lacking], unreadable: &[String]) -> String {
+fn binaries_tail(optional: &[Lacking], unavailable: &[Lacking], unreadable: &[String]) -> String {
     let mut out = String::new();
     if !optional.is_empty() {
         let list: Vec<String> = optional
@@ -72,6 +80,16 @@ fn binaries_tail(optional: &[Lacking], unreadable: &[String]) -> String {
             .map(|l| format!("{} [optional: {}]", lacking(l), l.optional.as_deref().unwrap_or("")))
             .collect();
         out += &format!("; without an image, as the recipe allows: {}", list.join("; "));
+    }
+    if !unavailable.is_empty() {
+        let list: Vec<String> = unavailable
+            .iter()
+            .map(|l| format!("{} [only {} needs it]", lacking(l), l.serves.join(", ")))
+            .collect();
+        out += &format!(
+            "; not available there, since nothing you need uses it (`--need` makes it required): {}",
+            list.join("; ")
+        );
     }
     if !unreadable.is_empty() {
         out += &format!("; unreadable: {}", unreadable.join("; "));
@@ -162,6 +180,7 @@ pub fn text(r: &Reason) -> String {
             required,
             binaries,
             optional,
+            unavailable,
             unreadable,
             ..
         } => format!(
@@ -169,24 +188,29 @@ pub fn text(r: &Reason) -> String {
             binaries.len(),
             if *required == 1 { "y" } else { "ies" },
             if binaries.len() == 1 { "s" } else { "" },
-            binaries.iter().map(lacking).collect::<Vec<_>>().join("; "),
-            binaries_tail(optional, unreadable)
+            binaries.iter().map(needed_lacking).collect::<Vec<_>>().join("; "),
+            binaries_tail(optional, unavailable, unreadable)
         ),
         ImagesHeld {
             archs,
             checked,
             required,
+            by_need,
             optional,
+            unavailable,
             unreadable,
         } => {
-            let counted = match checked - required {
-                0 => format!("{checked} checked"),
-                n => format!("{checked} checked, {n} optional"),
-            };
+            let mut counted = format!("{checked} checked");
+            if checked - required - by_need > 0 {
+                counted += &format!(", {} optional", checked - required - by_need);
+            }
+            if *by_need > 0 {
+                counted += &format!(", {by_need} only for backends you do not need");
+            }
             format!(
                 "every required CUDA binary holds kernels for {} ({counted}){}",
                 join(archs, ", "),
-                binaries_tail(optional, unreadable)
+                binaries_tail(optional, unavailable, unreadable)
             )
         }
         SmokeFailed { error, .. } => format!("smoke test failed: {}", error.as_deref().unwrap_or("?")),

@@ -48,7 +48,7 @@ fn the_binaries_verdict_reads_as_the_wheel_decision_writes_it() {
         why: "FA3 is Hopper-only".into(),
         span: None,
     };
-    let wrong = kernels::check(&files, &[a("12.0")], None, &[], None);
+    let wrong = kernels::check(&files, &[a("12.0")], None, &rules(&[]));
     assert_eq!(
         text(&wrong.reason()),
         "2 of 3 required CUDA binaries lack a kernel image: \
@@ -62,11 +62,10 @@ fn the_binaries_verdict_reads_as_the_wheel_decision_writes_it() {
             &files,
             &[a("12.0"), a("9.0")],
             None,
-            std::slice::from_ref(&optional),
-            None,
+            &rules(std::slice::from_ref(&optional)),
         ),
-        kernels::check(&files[..2], &[a("12.0")], None, std::slice::from_ref(&optional), None),
-        kernels::check(&files[..1], &[a("12.0")], None, &[], None),
+        kernels::check(&files[..2], &[a("12.0")], None, &rules(std::slice::from_ref(&optional))),
+        kernels::check(&files[..1], &[a("12.0")], None, &rules(&[])),
     ];
     cases[3].unreadable = vec!["x.so: truncated".into()];
     for c in &cases {
@@ -138,7 +137,9 @@ fn held() -> Reason {
         archs: vec![a("12.0")],
         checked: 2,
         required: 2,
+        by_need: 0,
         optional: Vec::new(),
+        unavailable: Vec::new(),
         unreadable: Vec::new(),
     }
 }
@@ -223,4 +224,13 @@ fn a_step_blocked_by_a_dependency_names_the_root_cause() {
         step(&[through]),
         "needs sglang-kernel, which is blocked by cuda-toolkit"
     );
+}
+
+/// The per-binary rules with only `optional` entries.
+fn rules(optional: &[crate::recipe::binaries::OptionalBinaries]) -> kernels::Rules<'_> {
+    kernels::Rules {
+        optional,
+        version: None,
+        served: Vec::new(),
+    }
 }

@@ -6,6 +6,7 @@
 pub mod driver;
 pub mod jit;
 pub mod kernels;
+pub mod need;
 pub mod owners;
 pub mod plan;
 pub mod provable;

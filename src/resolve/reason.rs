@@ -127,6 +127,8 @@ pub enum Reason {
         required: usize,
         binaries: Vec<Lacking>,
         optional: Vec<Lacking>,
+        /// Binaries only backends the user does not need use, lacking an arch.
+        unavailable: Vec<Lacking>,
         unreadable: Vec<String>,
     },
     /// Every required CUDA binary holds a usable image for every target arch.
@@ -134,7 +136,10 @@ pub enum Reason {
         archs: Vec<Arch>,
         checked: usize,
         required: usize,
+        /// Binaries only backends the user does not need use (required with `--need`).
+        by_need: usize,
         optional: Vec<Lacking>,
+        unavailable: Vec<Lacking>,
         unreadable: Vec<String>,
     },
     /// The smoke test failed here.

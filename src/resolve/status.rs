@@ -42,6 +42,8 @@ pub struct Evidence<'a> {
     pub smoke_archs: &'a [Arch],
     /// JIT proofs, by component (see [`super::jit`]).
     pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
+    /// The backends the user needs (`--need`): the binaries they name are required.
+    pub needs: &'a [super::need::Need],
 }
 
 /// Whether `r` is installed (under any of its names, see [`super::owners`]) and every import its
@@ -57,10 +59,11 @@ pub fn installed_and_imports(r: &Recipe, py: &PythonFacts) -> bool {
 }
 
 /// What kiln can say about a component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     Ok,
+    #[default]
     Missing,
     Outdated,
     Broken,
@@ -121,7 +124,7 @@ pub struct FeatureReport {
 
 /// What kiln found for one component. Its JSON form is in `report::json`: these fields, the
 /// typed `reasons` and the `evidence` `report::reason` renders from them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Assessment {
     pub name: String,
     /// The most severe of `reasons`.
@@ -140,6 +143,8 @@ pub struct Assessment {
     pub installed_as: Option<super::owners::OtherDist>,
     /// Other distributions with files in the import packages it owns alone.
     pub sharing: Vec<super::owners::OtherDist>,
+    /// CUDA binaries without a target arch that only backends the user does not need use.
+    pub unavailable: Vec<kernels::Lacking>,
 }
 
 /// A version constraint a dependent puts on a component.
@@ -230,10 +235,7 @@ fn assess_toolkit(r: &Recipe, machine: &MachineFacts) -> Assessment {
             .as_ref()
             .and_then(|t| t.home.as_ref())
             .map(|h| h.display().to_string()),
-        imports: Vec::new(),
-        features: Vec::new(),
-        installed_as: None,
-        sharing: Vec::new(),
+        ..Assessment::default()
     }
 }
 
@@ -275,10 +277,7 @@ fn arch_check(
     bins: Option<&Binaries>,
     ev: &Evidence,
 ) -> Option<KernelCheck> {
-    let bins = bins.filter(|b| !b.cuda.is_empty())?;
-    if ev.archs.is_empty() {
-        return None;
-    }
+    let bins = bins.filter(|b| !b.cuda.is_empty() && !ev.archs.is_empty())?;
     let loc = dist.location.as_deref().unwrap_or("");
     let files: Vec<(String, &crate::fatbin::FileReport)> = bins
         .cuda
@@ -292,7 +291,12 @@ fn arch_check(
         .collect();
     let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
     let version = Version::from_str(&dist.version).ok();
-    let mut c = kernels::check(&files, ev.archs, driver, &r.optional_binaries, version.as_ref());
+    let mut c = kernels::check(
+        &files,
+        ev.archs,
+        driver,
+        &kernels::Rules::of(r, version.as_ref(), ev.needs),
+    );
     c.unreadable = bins.unreadable.clone();
     Some(c)
 }
@@ -382,10 +386,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         reasons: Vec::new(),
         want,
         location: dist.and_then(|d| d.location.clone()),
-        imports: Vec::new(),
-        features: Vec::new(),
-        installed_as: None,
-        sharing: Vec::new(),
+        ..Assessment::default()
     };
     let python_ok = match (&r.requires.python_spec, Version::from_str(&py.python.version)) {
         (Some(spec), Ok(v)) => spec.contains(&v),
@@ -455,7 +456,8 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         });
     }
     reasons.extend(failed);
-    reasons.extend(arch_check(r, dist, bins, ev).map(|c| c.reason()));
+    let arch = arch_check(r, dist, bins, ev);
+    reasons.extend(arch.as_ref().map(|c| c.reason()));
     reasons.extend(driver_check(dist, bins, ev));
     reasons.extend(super::jit::verdict(r, ev));
     if let Some(smoke) = &r.smoke {
@@ -476,6 +478,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     reasons.extend(stale_reasons(dist, ev));
     reasons.extend(version_reasons(r, dist, constraints));
     let mut a = a.with(reasons);
+    a.unavailable = arch.as_ref().map(|c| c.unavailable.clone()).unwrap_or_default();
     super::owners::judge(&mut a, r, installed_as, sharing);
     for (fname, f) in &r.features {
         let failed = failed_imports(&checks(&f.imports, py));

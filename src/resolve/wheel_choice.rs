@@ -4,20 +4,26 @@
 //! The wheel is picked by the interpreter's own tag list (best first, as pip picks), then judged
 //! on what it holds, read before anything is installed: every required CUDA binary must hold an
 //! image that loads on each target arch ([`super::kernels`], the recipe's `[[binaries.optional]]`
-//! honoured), the driver here must run the CUDA runtime it links ([`super::driver`]), and each of
-//! its `Requires-Dist` pins on a component of the plan must accept the version the plan chose.
-//! Anything short of that builds from source, and the decision says why, naming the binaries and
-//! archs. It deliberately does no I/O: the session fetches and reads the wheel.
+//! honoured, and a binary only some backends name in `binaries` required only when the user
+//! needs one of them, `--need`), the driver here must run the CUDA runtime it links
+//! ([`super::driver`]), and each of its `Requires-Dist` pins on a component of the plan must
+//! accept the version the plan chose. Anything short of that builds from source, and the
+//! decision says why, naming the binaries and archs, and which kinds of refusal ([`Refusal`]) it
+//! rests on: a wheel refused only for its pins ([`UnmetPin`]) is what the session's second
+//! solve tries to fit. A wheel that qualifies while a binary only unneeded backends use lacks an
+//! arch names it (`binaries.unavailable`). It deliberately does no I/O: the session fetches and
+//! reads the wheel.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use pep440_rs::Version;
+use pep440_rs::{Version, VersionSpecifiers};
 use pep508_rs::{MarkerEnvironment, Requirement, VerbatimUrl, VersionOrUrl};
 use serde::Serialize;
 
 use super::driver;
-use super::kernels::{self, KernelCheck};
+use super::kernels::{self, KernelCheck, Rules};
+use super::need::Need;
 use crate::arch::Arch;
 use crate::probe::machine::Sourced;
 use crate::probe::normalize;
@@ -56,7 +62,10 @@ pub struct WheelDecision {
     pub binaries: Option<KernelCheck>,
     /// `Requires-Dist` pins on components of the plan that the plan's versions do not meet.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pins: Vec<String>,
+    pub pins: Vec<UnmetPin>,
+    /// What the refusal rests on, by kind (empty when it installs or was not read).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refusal>,
     /// The CUDA runtime its binaries link, when known (`13`, `13.0`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
@@ -68,6 +77,32 @@ pub struct WheelDecision {
     /// then `blocked`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unprovable: Option<String>,
+}
+
+/// Why a read wheel does not qualify, by kind (the decision's `reason` has the words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Refusal {
+    /// A required CUDA binary lacks a target arch.
+    Binaries,
+    /// A binary or a `Requires-Dist` line could not be read.
+    Unreadable,
+    /// The driver here cannot run the CUDA runtime it links.
+    Driver,
+    /// A `Requires-Dist` pin does not accept the plan's version of a component.
+    Pins,
+}
+
+/// A `Requires-Dist` pin on a component of the plan that the plan's version does not meet.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnmetPin {
+    pub component: String,
+    /// The requirement as written, without its marker (`torch==2.14.0`).
+    pub requires: String,
+    #[serde(skip)]
+    pub spec: VersionSpecifiers,
+    /// The plan's version of the component.
+    pub planned: String,
 }
 
 /// The chosen wheel as the plan shows it.
@@ -97,6 +132,7 @@ impl WheelDecision {
             wheel: wheel.map(Offered::from),
             binaries: None,
             pins: Vec::new(),
+            refused: Vec::new(),
             cuda: None,
             fetch_seconds: 0.0,
             read_seconds: 0.0,
@@ -116,23 +152,29 @@ pub struct Context<'a> {
     /// The plan's version of each component, by normalized distribution name: (component, version).
     pub planned: &'a BTreeMap<String, (String, String)>,
     pub markers: Option<&'a MarkerEnvironment>,
+    /// The backends the user needs (`--need`).
+    pub needs: &'a [Need],
 }
 
 /// Judges the read wheel `facts` of `wheel`.
 pub fn judge(wheel: &PrebuiltWheel, facts: &WheelFacts, cx: &Context) -> WheelDecision {
     let files: Vec<(String, &crate::fatbin::FileReport)> = facts.cuda.iter().map(|(p, r)| (p.clone(), r)).collect();
     let driver_cuda = cx.driver.map(|d| &d.value);
-    let mut check = kernels::check(&files, cx.archs, driver_cuda, &cx.recipe.optional_binaries, cx.version);
+    let rules = Rules::of(cx.recipe, cx.version, cx.needs);
+    let mut check = kernels::check(&files, cx.archs, driver_cuda, &rules);
     check.unreadable = facts.unreadable.clone();
     let mut refusals: Vec<String> = Vec::new();
+    let mut refused = Vec::new();
     if !cx.archs.is_empty() && !check.ok() {
         refusals.push(check.evidence());
+        refused.push(Refusal::Binaries);
     }
     if !facts.unreadable.is_empty() {
         refusals.push(format!(
             "binaries it holds could not be read: {}",
             facts.unreadable.join("; ")
         ));
+        refused.push(Refusal::Unreadable);
     }
     let runtime = crate::recipe::binaries::parse_wheel_name(&wheel.file)
         .ok()
@@ -147,7 +189,10 @@ pub fn judge(wheel: &PrebuiltWheel, facts: &WheelFacts, cx: &Context) -> WheelDe
     let mut notes = Vec::new();
     if let (Some(rt), Some(d)) = (&runtime, cx.driver) {
         match driver::judge(&wheel.file, rt, d) {
-            Err(why) => refusals.push(why),
+            Err(why) => {
+                refusals.push(why);
+                refused.push(Refusal::Driver);
+            }
             Ok(Some(note)) => notes.push(note),
             Ok(None) => {}
         }
@@ -160,9 +205,23 @@ pub fn judge(wheel: &PrebuiltWheel, facts: &WheelFacts, cx: &Context) -> WheelDe
             rt.shown()
         ));
     }
-    let pins = pins_unmet(&facts.requires, cx);
+    let (pins, unread) = pins_unmet(&facts.requires, cx);
+    if !unread.is_empty() {
+        refusals.push(unread.join("; "));
+        refused.push(Refusal::Unreadable);
+    }
     if !pins.is_empty() {
-        refusals.push(format!("its pins do not fit the plan: {}", pins.join("; ")));
+        let said: Vec<String> = pins
+            .iter()
+            .map(|p| {
+                format!(
+                    "Requires-Dist `{}`, the plan has {} {}",
+                    p.requires, p.component, p.planned
+                )
+            })
+            .collect();
+        refusals.push(format!("its pins do not fit the plan: {}", said.join("; ")));
+        refused.push(Refusal::Pins);
     }
     let install = refusals.is_empty();
     let mut reason = if install {
@@ -191,6 +250,7 @@ pub fn judge(wheel: &PrebuiltWheel, facts: &WheelFacts, cx: &Context) -> WheelDe
         wheel: Some(Offered::from(wheel)),
         binaries: (!cx.archs.is_empty()).then_some(check),
         pins,
+        refused,
         cuda: runtime.map(|r| r.shown()),
         fetch_seconds: 0.0,
         read_seconds: 0.0,
@@ -199,12 +259,13 @@ pub fn judge(wheel: &PrebuiltWheel, facts: &WheelFacts, cx: &Context) -> WheelDe
 }
 
 /// Each `Requires-Dist` that applies here and names a component of the plan whose planned
-/// version it does not accept: `Requires-Dist torch==2.14.0, the plan has torch 2.14.1`.
-fn pins_unmet(requires: &[String], cx: &Context) -> Vec<String> {
-    let mut out = Vec::new();
+/// version it does not accept (`torch==2.14.0` while the plan has torch 2.14.1); and the lines
+/// that could not be read.
+fn pins_unmet(requires: &[String], cx: &Context) -> (Vec<UnmetPin>, Vec<String>) {
+    let (mut out, mut unread) = (Vec::new(), Vec::new());
     for text in requires {
         let Ok(req) = Requirement::<VerbatimUrl>::from_str(text) else {
-            out.push(format!("cannot read Requires-Dist `{text}`"));
+            unread.push(format!("cannot read Requires-Dist `{text}`"));
             continue;
         };
         // With the interpreter's markers, only what applies here (no extras); without them,
@@ -220,11 +281,21 @@ fn pins_unmet(requires: &[String], cx: &Context) -> Vec<String> {
         };
         let fits = Version::from_str(version).is_ok_and(|v| spec.contains(&v));
         if !fits {
-            out.push(format!(
-                "Requires-Dist `{}`, the plan has {component} {version}",
-                text.split(';').next().unwrap_or(text).trim()
-            ));
+            out.push(UnmetPin {
+                component: component.clone(),
+                requires: text.split(';').next().unwrap_or(text).trim().to_string(),
+                spec: spec.clone(),
+                planned: version.clone(),
+            });
         }
     }
-    out
+    (out, unread)
+}
+
+impl WheelDecision {
+    /// The wheel was read and refused for its pins alone: a plan with the versions it pins
+    /// would install it.
+    pub fn refused_for_pins_only(&self) -> bool {
+        !self.install && self.refused == [Refusal::Pins]
+    }
 }

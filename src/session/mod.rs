@@ -117,6 +117,8 @@ pub struct Session {
     /// The wheel sha256 a lock names, by component (`install --locked`; see
     /// [`Session::expect_locked_wheels`]).
     pub locked_wheels: BTreeMap<String, String>,
+    /// The backends the user needs (`--need`), checked against the recipes in scope.
+    pub needs: Vec<resolve::need::Need>,
 }
 
 impl Session {
@@ -132,6 +134,7 @@ impl Session {
             None => (machine.gpu_archs(), format!("GPUs ({})", machine.gpu_source)),
         };
         let scope = set.closure(&wanted);
+        let needs = resolve::need::resolve(&set, &scope, &settings.needs).map_err(SessionError::Usage)?;
         let mut found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
         owned_packages(settings, &set, &scope, &mut found.probed);
         let jit = jit::prove(settings, &set, &python, &machine, &archs, &scope, &found.probed.facts);
@@ -147,6 +150,7 @@ impl Session {
                 targets: wanted,
                 pins,
                 allow_replace: settings.allow_replace.iter().cloned().collect(),
+                prefer: BTreeMap::new(),
             },
             facts: found.probed.facts,
             binaries: found.probed.binaries,
@@ -157,6 +161,7 @@ impl Session {
             probe_cache: found.cache_use,
             probe_sources: found.sources,
             locked_wheels: BTreeMap::new(),
+            needs,
         };
         s.assessments = s.assess(&s.facts, &s.scope);
         Ok(s)
@@ -226,6 +231,7 @@ impl Session {
             smoke: &self.smoke,
             smoke_archs: &self.smoke_archs,
             jit,
+            needs: &self.needs,
         }
     }
 

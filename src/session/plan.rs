@@ -2,16 +2,72 @@
 //! components the solution replaces (proving those too), plan, and — offline — block every
 //! step whose source or declared build inputs the cache lacks, before anything runs. It deliberately ignores carrying
 //! the plan out.
+//!
+//! Prefer the versions that let an offered wheel qualify: the first plan is made with the newest
+//! versions the constraints allow. Where a prebuilt wheel of a step is refused for its
+//! `Requires-Dist` pins alone (vLLM 0.33.0's wheel pins torch==2.14.0 while the newest torch
+//! the recipes allow is 2.14.1), those pins become preferences ([`solve::Preference`]) and the
+//! request is solved again with them. The second plan is taken only when it has a solution
+//! and a wheel refused for its pins then qualifies; otherwise the first stands. A pin of the
+//! user's always wins over a preference. The pins of every such wheel are preferred at once: two
+//! wheels that pin one component differently leave the first plan (the second solve fails).
 
 use super::Session;
-use crate::resolve::solve::{self, Conflict, Solution};
+use super::prebuilt::WheelMemo;
+use crate::resolve::solve::{self, Conflict, Preference, Request, Solution};
 use crate::resolve::{self, Action, Assessment, Plan, PlanOptions};
 use crate::settings::Settings;
 
 impl Session {
-    /// Chooses versions, then plans. A conflict comes back with its explanation.
+    /// Chooses versions, then plans; again with the pins of a wheel refused for them alone
+    /// preferred (see the module doc). A conflict comes back with its explanation.
     pub fn plan(&self, settings: &Settings) -> Result<Plan, Conflict> {
-        let mut solution = solve::solve(&self.set, &self.facts, &self.request)?;
+        let mut memo = WheelMemo::new();
+        let first = self.plan_for(settings, &self.request, &mut memo)?;
+        let mut preferred = self.request.clone();
+        let mut waiting: Vec<&str> = Vec::new();
+        for step in &first.steps {
+            let Some(d) = step.prebuilt.as_ref().filter(|d| d.refused_for_pins_only()) else {
+                continue;
+            };
+            let file = d.wheel.as_ref().map_or("", |w| w.file.as_str());
+            waiting.push(&step.name);
+            for p in d.pins.iter().filter(|p| !self.request.pins.contains_key(&p.component)) {
+                preferred
+                    .prefer
+                    .entry(p.component.clone())
+                    .or_insert_with(|| Preference {
+                        text: p.requires.clone(),
+                        spec: p.spec.clone(),
+                        why: format!(
+                            "the prebuilt wheel {file} pins {} (its Requires-Dist), preferred so that it qualifies",
+                            p.requires
+                        ),
+                    });
+            }
+        }
+        if preferred.prefer.is_empty() || !solve::solves(&self.set, &self.facts, &preferred) {
+            return Ok(first);
+        }
+        let Ok(second) = self.plan_for(settings, &preferred, &mut memo) else {
+            return Ok(first);
+        };
+        let qualifies = |name: &str| {
+            second
+                .steps
+                .iter()
+                .any(|s| s.name == name && s.prebuilt.as_ref().is_some_and(|d| d.install))
+        };
+        Ok(if waiting.iter().any(|n| qualifies(n)) {
+            second
+        } else {
+            first
+        })
+    }
+
+    /// Chooses versions for `request`, then plans.
+    fn plan_for(&self, settings: &Settings, request: &Request, memo: &mut WheelMemo) -> Result<Plan, Conflict> {
+        let mut solution = solve::solve(&self.set, &self.facts, request)?;
         // Installed components outside the targets' closure whose version the solver changed
         // (allowed by --allow-replace) are part of the plan too.
         let mut scope = self.scope.clone();
@@ -32,9 +88,9 @@ impl Session {
             scope = self.set.closure(&all);
         }
         let names: Vec<String> = scope.iter().map(|(n, _)| n.clone()).collect();
-        solve::explain_not_newest(&self.set, &self.facts, &self.request, &mut solution, &names);
+        solve::explain_not_newest(&self.set, &self.facts, request, &mut solution, &names);
         if changed.is_empty() {
-            return Ok(self.plan_with(settings, &solution, &scope, &self.assessments));
+            return Ok(self.plan_with(settings, &solution, &scope, &self.assessments, memo));
         }
         // Prove the extra components too (through the probe cache: only they are probed).
         let found = super::evidence::gather(settings, &self.set, &self.python, &self.machine, &self.archs, &scope);
@@ -47,7 +103,7 @@ impl Session {
                 return Err(Conflict::failed(format!("cannot probe the environment again: {e}")));
             }
         };
-        Ok(self.plan_with(settings, &solution, &scope, &assessments))
+        Ok(self.plan_with(settings, &solution, &scope, &assessments, memo))
     }
 
     fn plan_with(
@@ -56,8 +112,9 @@ impl Session {
         solution: &Solution,
         scope: &[(String, Vec<String>)],
         assessments: &[Assessment],
+        memo: &mut WheelMemo,
     ) -> Plan {
-        let (prebuilt, unprovable) = self.wheel_decisions(settings, solution, scope, assessments);
+        let (prebuilt, unprovable) = self.wheel_decisions(settings, solution, scope, assessments, memo);
         let mut plan = resolve::plan::make(
             &self.set,
             &self.machine,

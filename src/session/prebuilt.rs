@@ -1,7 +1,9 @@
 //! Wheel or build in a session: for each component the plan would change whose chosen version
 //! offers prebuilt wheels, pick the one this interpreter supports (its own tag list), fetch it
 //! into the cache by its sha256, read its binaries and METADATA before anything is installed,
-//! and let `resolve::wheel_choice` decide. The decisions go into the plan, which installs a
+//! and let `resolve::wheel_choice` decide (with the backends the user needs, `--need`). What was
+//! read is kept in a [`WheelMemo`] for the plan's second round (see `session::plan`), so a wheel
+//! is fetched and read once per plan. The decisions go into the plan, which installs a
 //! qualifying wheel instead of building. It deliberately ignores how the plan uses them.
 
 use std::collections::BTreeMap;
@@ -9,22 +11,28 @@ use std::time::Instant;
 
 use super::Session;
 use crate::probe;
+use crate::probe::wheel::WheelFacts;
 use crate::resolve::solve::Solution;
 use crate::resolve::status::Status;
 use crate::resolve::wheel_choice::{self, Context, WheelDecision};
 use crate::resolve::{Assessment, Reason, provable};
 use crate::settings::Settings;
 
+/// What fetching and reading each wheel gave (by sha256), with the seconds each took.
+pub(super) type WheelMemo = BTreeMap<String, (Result<WheelFacts, String>, f64, f64)>;
+
 impl Session {
     /// The wheel-or-build decision of every component in `scope` that would change and whose
     /// chosen version offers wheels; and, by component, why a wheel read (and a build of the
-    /// same source) cannot be proven on this machine ([`crate::resolve::provable`]).
+    /// same source) cannot be proven on this machine ([`crate::resolve::provable`]). A wheel
+    /// already in `memo` is not fetched or read again.
     pub(super) fn wheel_decisions(
         &self,
         settings: &Settings,
         solution: &Solution,
         scope: &[(String, Vec<String>)],
         assessments: &[Assessment],
+        memo: &mut WheelMemo,
     ) -> (BTreeMap<String, WheelDecision>, BTreeMap<String, Reason>) {
         let mut out = BTreeMap::new();
         let mut unprovable = BTreeMap::new();
@@ -77,12 +85,22 @@ impl Session {
                         None,
                     ),
                     Some(w) => {
-                        let started = Instant::now();
-                        let cached =
-                            crate::build::prebuilt::fetch(&w.url, &w.sha256, &settings.cache_dir, settings.offline);
-                        let fetch_seconds = started.elapsed().as_secs_f64();
-                        let read = Instant::now();
-                        let facts = cached.map_err(|e| e.to_string()).and_then(|p| probe::wheel::read(&p));
+                        let (facts, fetch_seconds, read_seconds) = memo
+                            .entry(w.sha256.clone())
+                            .or_insert_with(|| {
+                                let started = Instant::now();
+                                let cached = crate::build::prebuilt::fetch(
+                                    &w.url,
+                                    &w.sha256,
+                                    &settings.cache_dir,
+                                    settings.offline,
+                                );
+                                let fetch_seconds = started.elapsed().as_secs_f64();
+                                let read = Instant::now();
+                                let facts = cached.map_err(|e| e.to_string()).and_then(|p| probe::wheel::read(&p));
+                                (facts, fetch_seconds, read.elapsed().as_secs_f64())
+                            })
+                            .clone();
                         let mut d = match facts {
                             Err(e) => WheelDecision::build(
                                 format!(
@@ -106,12 +124,13 @@ impl Session {
                                         toolkit: self.machine.cuda_toolkit.as_ref().map(|t| &t.version),
                                         planned: &planned,
                                         markers: markers.as_ref(),
+                                        needs: &self.needs,
                                     },
                                 )
                             }
                         };
                         d.fetch_seconds = fetch_seconds;
-                        d.read_seconds = read.elapsed().as_secs_f64();
+                        d.read_seconds = read_seconds;
                         d
                     }
                 },

@@ -17,6 +17,7 @@ mod jit;
 mod layers;
 mod lock;
 mod names;
+mod need;
 mod overhead;
 mod prebuilt;
 mod probe_cache;

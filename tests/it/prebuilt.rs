@@ -42,11 +42,9 @@ fn sha256(path: &Path) -> String {
     text(&out.stdout).split_whitespace().next().unwrap().to_string()
 }
 
-#[test]
-fn a_prebuilt_wheel_is_installed_only_when_its_binaries_hold_the_arch() {
-    let w = World::new();
-    let wheels = w.dir.path().join("wheels");
-    let wheel = fixture_wheel(&w, "90;120", &wheels);
+/// The fixture-cuda recipe of `w` rewritten to offer `wheel` for its version 1.0.0 (with
+/// `extra` appended), written; its directory, its path and its text.
+fn offer(w: &World, wheel: &Path, extra: &str) -> (PathBuf, PathBuf, String) {
     let recipes = w.dir.path().join("fixtures/cuda-recipes");
     let recipe = recipes.join("fixture-cuda.toml");
     let text0 = std::fs::read_to_string(&recipe).unwrap();
@@ -58,10 +56,20 @@ fn a_prebuilt_wheel_is_installed_only_when_its_binaries_hold_the_arch() {
                 "[[versions]]\nversion = \"1.0.0\"\npath = \"../packages/kiln-fixture-cuda\"\n\
              wheels = [{{ url = \"{}\", sha256 = \"{}\" }}]",
                 wheel.display(),
-                sha256(&wheel)
+                sha256(wheel)
             ),
-        );
+        )
+        + extra;
     std::fs::write(&recipe, &offered).unwrap();
+    (recipes, recipe, offered)
+}
+
+#[test]
+fn a_prebuilt_wheel_is_installed_only_when_its_binaries_hold_the_arch() {
+    let w = World::new();
+    let wheels = w.dir.path().join("wheels");
+    let wheel = fixture_wheel(&w, "90;120", &wheels);
+    let (recipes, recipe, offered) = offer(&w, &wheel, "");
     let kiln = |args: &[&str]| {
         let mut c = w.kiln_with(&recipes);
         c.env("CUDA_HOME", cuda()).args(args);
@@ -164,4 +172,111 @@ fn a_build_for_a_newer_cuda_major_than_the_driver_is_blocked() {
             .contains("runs by minor version compatibility"),
         "{c}"
     );
+}
+
+#[test]
+fn a_binary_only_an_unneeded_backend_uses_leaves_the_wheel_fit_and_is_named() {
+    let w = World::new();
+    let wheels = w.dir.path().join("wheels");
+    // Its one binary holds sm_90 only; the recipe says only `--quantization fixture_fp4` uses it.
+    let wheel = fixture_wheel(&w, "90", &wheels);
+    let (recipes, _, _) = offer(
+        &w,
+        &wheel,
+        "\n[[backends]]\nflag = \"--quantization\"\nvalue = \"fixture_fp4\"\nversions = \">=1.0\"\n\
+         binaries = [\"kiln_fixture_cuda/_kernels*.so\"]\nwhy = \"test: its kernels are in _kernels.so (fixture setup.py)\"\n",
+    );
+    let kiln = |args: &[&str], need: Option<&str>| {
+        let mut c = w.kiln_with(&recipes);
+        c.env("CUDA_HOME", cuda()).args(args);
+        if let Some(n) = need {
+            c.env("KILN_NEED", n);
+        }
+        c.output().unwrap()
+    };
+    let file = wheel.file_name().unwrap().to_str().unwrap().to_string();
+    let gap = "kiln_fixture_cuda/_kernels.so for 12.0: no usable image (holds sm_90; CUDA error 209, no kernel image)";
+
+    // Nobody needs fixture_fp4: the wheel installs, and the plan names what 12.0 lacks, typed.
+    let v = stdout_json(&kiln(&["plan", "--json", "--arch", "12.0"], None));
+    let s = step(&v, "fixture-cuda");
+    assert_eq!(s["action"], "install", "{s}");
+    assert_eq!(s["prebuilt"]["install"], true, "{s}");
+    let unavailable = &s["prebuilt"]["binaries"]["unavailable"];
+    assert_eq!(unavailable[0]["path"], "kiln_fixture_cuda/_kernels.so", "{s}");
+    assert_eq!(unavailable[0]["archs"], serde_json::json!(["12.0"]), "{s}");
+    assert_eq!(
+        unavailable[0]["serves"],
+        serde_json::json!(["--quantization=fixture_fp4"]),
+        "{s}"
+    );
+    assert_eq!(
+        s["prebuilt"]["reason"],
+        format!(
+            "the prebuilt wheel {file} qualifies: every required CUDA binary holds kernels for 12.0 (1 checked, 1 only \
+             for backends you do not need); not available there, since nothing you need uses it (`--need` makes it \
+             required): {gap} [only --quantization=fixture_fp4 needs it]; its pins fit the plan"
+        )
+    );
+    let human = text(&kiln(&["plan", "--arch", "12.0"], None).stdout);
+    assert!(
+        human.contains(
+            "not available on 12.0: kiln_fixture_cuda/_kernels.so (--quantization=fixture_fp4 will not work there; \
+             `--need --quantization=fixture_fp4` builds it instead)"
+        ),
+        "{human}"
+    );
+
+    // Needed (by flag and value, or by the bare value through KILN_NEED): the step builds, saying why.
+    for (args, need) in [
+        (
+            &[
+                "plan",
+                "--json",
+                "--arch",
+                "12.0",
+                "--need",
+                "--quantization=fixture_fp4",
+            ][..],
+            None,
+        ),
+        (&["plan", "--json", "--arch", "12.0"][..], Some("fixture_fp4")),
+    ] {
+        let v = stdout_json(&kiln(args, need));
+        let s = step(&v, "fixture-cuda");
+        assert_eq!(s["action"], "build", "{s}");
+        assert_eq!(s["prebuilt"]["refused"], serde_json::json!(["binaries"]), "{s}");
+        assert_eq!(
+            s["prebuilt"]["reason"],
+            format!(
+                "builds from source: the prebuilt wheel {file} does not qualify: 1 of 1 required CUDA binary lacks a \
+                 kernel image: {gap} [needed by --quantization=fixture_fp4, which you need]"
+            )
+        );
+    }
+
+    // A need no backend has: a usage error that lists the known ones.
+    let out = kiln(&["plan", "--arch", "12.0", "--need", "fixture_fp8"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--need `fixture_fp8`: no backend of cuda-toolkit, fixture-cuda is called that; known: --quantization=fixture_fp4"),
+        "{err}"
+    );
+
+    // Installed without the need: doctor says ok and names the gap; with it, wrong-arch.
+    let out = kiln(&["install", "--json", "--arch", "12.0"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"], None));
+    let c = component(&v, "fixture-cuda");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert_eq!(
+        c["unavailable"][0]["serves"],
+        serde_json::json!(["--quantization=fixture_fp4"]),
+        "{c}"
+    );
+    assert!(c["evidence"].as_str().unwrap().contains(gap), "{c}");
+    let v = stdout_json(&kiln(&["doctor", "--json", "--arch", "12.0"], Some("fixture_fp4")));
+    let c = component(&v, "fixture-cuda");
+    assert_eq!(c["status"], "wrong-arch", "{c}");
 }

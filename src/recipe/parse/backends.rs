@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use super::cx::{Ctx, requirement};
 use super::doc::Table;
-use crate::recipe::binaries::glob_set;
+use crate::recipe::binaries::{ServedBinaries, glob_set};
 use crate::recipe::serving::{
     AutoRule, Backend, BackendKind, ChoicesAt, Family, Filters, KvDtype, Quant, Refusal, Selector, Serving,
 };
@@ -176,11 +176,14 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<Range<usize>>) -> Option<B
     let cuda_req = cuda_at.as_ref().and_then(|c| cx.semver_req(c, "backends.cuda"));
     let files = cx.strings(t, "binaries", section).unwrap_or_default();
     let texts: Vec<&str> = files.iter().map(|f| f.value).collect();
-    let binaries_matcher = if texts.is_empty() {
+    let binaries = if texts.is_empty() {
         None
     } else {
         match glob_set(&texts) {
-            Ok(m) => Some(m),
+            Ok(matcher) => Some(ServedBinaries {
+                files: texts.iter().map(|s| s.to_string()).collect(),
+                matcher,
+            }),
             Err((i, e)) => {
                 cx.error(
                     files.get(i).and_then(|f| f.span.clone()),
@@ -226,8 +229,7 @@ fn backend(cx: &mut Ctx, t: Table<'_>, header: Option<Range<usize>>) -> Option<B
         needs,
         cuda: cuda_at.map(|c| c.value.to_string()),
         cuda_req,
-        binaries: texts.iter().map(|s| s.to_string()).collect(),
-        binaries_matcher,
+        binaries,
         jit,
         refuse,
         why: why?.value.to_string(),

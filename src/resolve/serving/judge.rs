@@ -189,8 +189,8 @@ pub fn here(ev: &Evidence, consumer: &Recipe, b: &Backend, arch: Arch) -> Vec<Re
             components: pieces.iter().map(|(n, _)| n.clone()).collect(),
         });
     }
-    if let Some(m) = &b.binaries_matcher {
-        out.extend(binaries(ev, consumer, b, m, arch));
+    if let Some(served) = &b.binaries {
+        out.extend(binaries(ev, consumer, served, arch));
     }
     for (component, kernel) in &b.jit {
         let proven = match ev.jit.get(component) {
@@ -218,11 +218,16 @@ pub fn here(ev: &Evidence, consumer: &Recipe, b: &Backend, arch: Arch) -> Vec<Re
 }
 
 /// The binaries of the consumer's distribution that `b` names, judged for `arch`.
-fn binaries(ev: &Evidence, consumer: &Recipe, b: &Backend, m: &globset::GlobSet, arch: Arch) -> Vec<Reason> {
+fn binaries(
+    ev: &Evidence,
+    consumer: &Recipe,
+    served: &crate::recipe::binaries::ServedBinaries,
+    arch: Arch,
+) -> Vec<Reason> {
     let dist = crate::probe::normalize(consumer.dist.as_deref().unwrap_or(&consumer.name));
     let (Some(bins), Some(loc)) = (ev.binaries.get(&dist), ev.locations.get(&dist)) else {
         return vec![Reason::BinariesNotRead {
-            globs: b.binaries.clone(),
+            globs: served.files.clone(),
         }];
     };
     let mut held = Vec::new();
@@ -231,7 +236,7 @@ fn binaries(ev: &Evidence, consumer: &Recipe, b: &Backend, m: &globset::GlobSet,
         let rel = std::path::Path::new(&f.path)
             .strip_prefix(loc)
             .map_or(f.path.clone(), |p| p.display().to_string());
-        if !m.is_match(&rel) {
+        if !served.names(&rel) {
             continue;
         }
         if runs(ev, f, arch) {
@@ -243,7 +248,7 @@ fn binaries(ev: &Evidence, consumer: &Recipe, b: &Backend, m: &globset::GlobSet,
     if out.is_empty() {
         if held.is_empty() {
             out.push(Reason::BinariesNotRead {
-                globs: b.binaries.clone(),
+                globs: served.files.clone(),
             });
         } else {
             out.push(Reason::BinariesHold { binaries: held, arch });

@@ -49,6 +49,7 @@ fn asking(target: &str) -> Request {
         targets: vec![(target.to_string(), Vec::new())],
         pins: BTreeMap::new(),
         allow_replace: Default::default(),
+        prefer: BTreeMap::new(),
     }
 }
 

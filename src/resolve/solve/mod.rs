@@ -3,8 +3,14 @@
 //! algorithm uv's resolver grew from) does the search; kiln turns its world into PubGrub's terms
 //! and PubGrub's failures into a short chain a person can follow, plus the ways out kiln knows.
 //!
-//! This module owns the entry points ([`solve`], [`explain_not_newest`]) and what they take and
-//! return. The work is split by job: `world` numbers the packages and applies PEP 440 once
+//! This module owns the entry points ([`solve`], [`solves`], [`explain_not_newest`]) and what
+//! they take and return. Besides the user's pins a request may carry preferences
+//! ([`Request::prefer`]): versions some evidence favours, not the user (the `Requires-Dist` pins
+//! of a prebuilt wheel that would then qualify). To the solver a preference is a pin whose
+//! reason is its own (`why`); that it is only preferred is the caller's part: the session solves
+//! once without them, once with them where [`solves`] says that has a solution, and keeps the
+//! second plan only where the wheel then qualifies (`session::plan`). A component held below its
+//! newest version by a preference says so in `not_newest`, like any other reason. The work is split by job: `world` numbers the packages and applies PEP 440 once
 //! (`world/build.rs` gathers the constraints), `provider` searches over bitsets of candidates,
 //! and `explain` turns a failure into reasons and ways out. Deliberately ignored here: how a
 //! version is built, where it comes from and whether it runs (`status` and `plan` decide those
@@ -36,6 +42,19 @@ pub struct Request {
     pub pins: BTreeMap<String, (String, VersionSpecifiers)>,
     /// Installed components the user allows kiln to replace.
     pub allow_replace: BTreeSet<String>,
+    /// Versions preferred for a reason other than the user's (a prebuilt wheel's pins), by
+    /// component; held like pins in the solve that carries them.
+    pub prefer: BTreeMap<String, Preference>,
+}
+
+/// A version range preferred for one component, and why.
+#[derive(Debug, Clone)]
+pub struct Preference {
+    /// As written: `torch==2.14.0`.
+    pub text: String,
+    pub spec: VersionSpecifiers,
+    /// Why it is preferred, as a reason in a chain ("the prebuilt wheel ... pins torch==2.14.0").
+    pub why: String,
 }
 
 /// A solution: the chosen version of each component, and why a component is not at its newest.
@@ -180,14 +199,29 @@ pub fn explain_not_newest(set: &RecipeSet, py: &PythonFacts, req: &Request, solu
                 VersionSpecifiers::from_iter([VersionSpecifier::equals_version(newest_v.clone())]),
             ),
         );
-        if let Err(c) = solve_plain(set, py, &forced) {
-            let own = format!("you asked for {name}==");
-            let because: Vec<String> = c.into_iter().filter(|l| !l.starts_with(&own)).collect();
-            solution
-                .not_newest
-                .insert(name.clone(), format!("{v}, not {newest_v}: {}", because.join("; ")));
+        // The forced pin replaces a preference on it: what else forbids the newest?
+        match solve_plain(set, py, &forced) {
+            Err(c) => {
+                let own = format!("you asked for {name}==");
+                let because: Vec<String> = c.into_iter().filter(|l| !l.starts_with(&own)).collect();
+                solution
+                    .not_newest
+                    .insert(name.clone(), format!("{v}, not {newest_v}: {}", because.join("; ")));
+            }
+            Ok(()) => {
+                if let Some(p) = req.prefer.get(name) {
+                    solution
+                        .not_newest
+                        .insert(name.clone(), format!("{v}, not {newest_v}: {}", p.why));
+                }
+            }
         }
     }
+}
+
+/// Whether `req` has a solution (no explanation or ways out are worked out when it has none).
+pub fn solves(set: &RecipeSet, py: &PythonFacts, req: &Request) -> bool {
+    solve_plain(set, py, req).is_ok()
 }
 
 /// Whether `req` has a solution; the reasons when it has none (no ways out: those solve again).

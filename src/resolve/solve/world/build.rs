@@ -244,6 +244,20 @@ impl<'a> Builder<'a> {
                 .root_reasons
                 .insert(name.clone(), format!("you asked for {text}"));
         }
+        // Preferences hold like pins, each with its own reason (a pin of the user's wins).
+        for (name, p) in req.prefer.iter().filter(|(n, _)| !req.pins.contains_key(*n)) {
+            let edge = Edge {
+                dep: self.id(name),
+                spec: self.spec(&p.spec.to_string(), || p.spec.clone()),
+                meta: false,
+            };
+            root.push(edge);
+            let why = match self.w.root_reasons.remove(name) {
+                Some(other) => format!("{other}; {}", p.why),
+                None => p.why.clone(),
+            };
+            self.w.root_reasons.insert(name.clone(), why);
+        }
         let start = self.w.edges.len() as u32;
         self.w.edges.extend(root);
         self.w.lists[0] = (start, self.w.edges.len() as u32);
