@@ -37,6 +37,8 @@ pub struct Json<'a> {
     pub workload: &'a crate::resolve::serving::workload::Workload,
     pub choices: &'a [crate::session::check::Choices],
     pub verdicts: Vec<JsonVerdict<'a>>,
+    /// Backends whose own binaries must hold the arch (what `--need` says to `kiln install`).
+    pub need: &'a [String],
     /// The `kiln install` line that would make the unproven verdicts work, if any.
     pub install: Option<String>,
 }
@@ -53,6 +55,7 @@ impl<'a> Json<'a> {
             workload: &c.workload,
             choices: &c.choices,
             verdicts: c.verdicts.iter().map(json_verdict).collect(),
+            need: &c.need,
             install: install_line(c),
         }
     }
@@ -95,6 +98,9 @@ pub fn install_line(c: &Check) -> Option<String> {
     if !c.archs.is_empty() {
         let archs: Vec<String> = c.archs.iter().map(|a| a.to_string()).collect();
         words.push(format!("--arch {}", archs.join(",")));
+    }
+    for n in &c.need {
+        words.push(format!("--need={n}"));
     }
     Some(words.join(" "))
 }

@@ -52,6 +52,9 @@ pub struct Check {
     pub works: Option<bool>,
     /// What `kiln install` would add for the verdicts that are not proven yet.
     pub install: Vec<String>,
+    /// The chosen backends whose own CUDA binaries must hold the arch (`--need` for install:
+    /// a prebuilt wheel without them is then built from source).
+    pub need: Vec<String>,
 }
 
 impl Session {
@@ -110,8 +113,21 @@ impl Session {
                 install.push(i.clone());
             }
         }
+        let need: Vec<String> = verdicts
+            .iter()
+            .filter(|v| v.works != Some(false))
+            .filter_map(|v| serving::judge::fact(consumer, version.as_ref(), &v.selector, &v.value))
+            .filter(|b| b.binaries.is_some())
+            .map(|b| b.spelled())
+            .fold(Vec::new(), |mut acc, n| {
+                if !acc.contains(&n) {
+                    acc.push(n);
+                }
+                acc
+            });
         Ok(Check {
             engine: cmd.engine.clone(),
+            need,
             version: version.map(|v| v.to_string()),
             version_from,
             archs: self.archs.clone(),

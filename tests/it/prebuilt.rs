@@ -183,7 +183,7 @@ fn a_binary_only_an_unneeded_backend_uses_leaves_the_wheel_fit_and_is_named() {
     let (recipes, _, _) = offer(
         &w,
         &wheel,
-        "\n[[backends]]\nflag = \"--quantization\"\nvalue = \"fixture_fp4\"\nversions = \">=1.0\"\n\
+        "\n[[backends]]\nflag = \"--quantization\"\nvalue = \"fixture_fp4\"\nkind = \"quantization\"\nversions = \">=1.0\"\n\
          binaries = [\"kiln_fixture_cuda/_kernels*.so\"]\nwhy = \"test: its kernels are in _kernels.so (fixture setup.py)\"\n",
     );
     let kiln = |args: &[&str], need: Option<&str>| {
