@@ -324,3 +324,55 @@ fn check_and_doctor_output_snapshots() {
     let section = &section[..section.find("\n\n").unwrap_or(section.len())];
     insta::assert_snapshot!("doctor_vllm_backends_sm120", section);
 }
+
+#[test]
+fn doctor_and_plan_json_carry_typed_reasons() {
+    // Only where no toolkit is found, as in CI (the reasons name the missing toolkit).
+    if which::which("nvcc").is_ok() || std::path::Path::new("/usr/local/cuda/bin/nvcc").exists() {
+        return;
+    }
+    let w = World::new();
+    let run = |args: &[&str]| {
+        let out = kiln_bare()
+            .arg("--python")
+            .arg(&w.python)
+            .arg("--cache-dir")
+            .arg(&w.cache)
+            .env("KILN_NO_PREBUILT", "1")
+            .env("KILN_CPUS", "2")
+            .args(args)
+            .output()
+            .unwrap();
+        stdout_json(&out)
+    };
+    // doctor --json: the backends of the planned SGLang on 12.0, typed, with their words.
+    let v = run(&["doctor", "sglang", "--arch", "12.0", "--json"]);
+    let backends: Vec<serde_json::Value> = v["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["kind"] == "moe")
+        .map(|b| {
+            serde_json::json!({
+                "value": b["value"], "version": b["version"], "works": b["works"],
+                "serves": b["serves"], "refuses": b["refuses"],
+                "reasons": b["reasons"].as_array().unwrap().iter()
+                    .map(|r| serde_json::json!({"kind": r["kind"], "text": r["text"]})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    insta::assert_json_snapshot!("doctor_sglang_moe_backends_json", backends);
+    // plan --json: each step's action and typed reasons.
+    let v = run(&["plan", "sglang", "--arch", "12.0", "--json"]);
+    let steps: Vec<serde_json::Value> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let kinds: Vec<&serde_json::Value> = s["reasons"].as_array().unwrap().iter().map(|r| &r["kind"]).collect();
+            serde_json::json!({"name": s["name"], "action": s["action"], "reason_kinds": kinds,
+                "reason": w.redact(s["reason"].as_str().unwrap_or_default())})
+        })
+        .collect();
+    insta::assert_json_snapshot!("plan_sglang_steps_json", steps);
+}

@@ -53,7 +53,7 @@ pub struct Verdict {
     /// Other values of the flag, those that work first (only when this one does not work).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub alternatives: Vec<Alternative>,
-    /// What `kiln install` would have to add for it to work here.
+    /// What `kiln install` would have to add for it to work here, as targets (`flashinfer[cutedsl]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub install: Vec<String>,
 }
@@ -243,9 +243,16 @@ pub fn check(req: &Request, ev: &Evidence) -> Vec<Verdict> {
                 };
                 let mut install: Vec<String> = Vec::new();
                 if works != Some(false) {
-                    for i in reasons.iter().filter_map(Reason::install) {
-                        if !install.contains(&i) {
-                            install.push(i);
+                    for (name, features) in reasons.iter().filter_map(Reason::install) {
+                        // kiln installs no toolkit (the reason says how to get one).
+                        let python = ev.set.get(name).is_some_and(|r| r.kind == crate::recipe::Kind::Python);
+                        let target = if features.is_empty() {
+                            name.to_string()
+                        } else {
+                            format!("{name}[{}]", features.join(","))
+                        };
+                        if python && !install.contains(&target) {
+                            install.push(target);
                         }
                     }
                 }

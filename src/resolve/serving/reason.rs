@@ -181,16 +181,14 @@ impl Reason {
         }
     }
 
-    /// A component `kiln install` would have to add or fix for this reason to go away.
-    pub fn install(&self) -> Option<String> {
+    /// A component (with features) `kiln install` would have to add or fix for this reason to
+    /// go away.
+    pub fn install(&self) -> Option<(&str, &[String])> {
         match self {
             Reason::ComponentNotOk {
                 component, features, ..
-            } if features.is_empty() => Some(component.clone()),
-            Reason::ComponentNotOk {
-                component, features, ..
-            } => Some(format!("{component}[{}]", features.join(","))),
-            Reason::FeatureNotOk { component, feature, .. } => Some(format!("{component}[{feature}]")),
+            } => Some((component, features)),
+            Reason::FeatureNotOk { component, feature, .. } => Some((component, std::slice::from_ref(feature))),
             _ => None,
         }
     }
