@@ -156,7 +156,7 @@ pub enum Command {
     /// this target). Exit status 1 when anything is not ok.
     Doctor(Targets),
     /// What `install` would do, step by step in dependency order, with the reason for each
-    Plan(Targets),
+    Plan(PlanArgs),
     /// Will this serving command run here? Each backend it uses, judged for the target archs
     ///
     /// Reads the command after `--` as the engine would (`python -m sglang.launch_server ...`,
@@ -244,6 +244,17 @@ pub struct ArchArgs {
 pub struct Targets {
     /// Components, optionally with features: `sglang`, `flashinfer[cutedsl]` [default: all]
     pub targets: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub targets: Targets,
+    /// Plan for another node: the facts its `kiln doctor --json` wrote (interpreter, wheel tags,
+    /// installed distributions, GPUs, driver, toolkit, libraries). Prebuilt wheels are judged
+    /// against that node, not this host; nothing is proven until the node installs it
+    #[arg(long = "for", value_name = "FILE")]
+    pub for_node: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

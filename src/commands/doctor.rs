@@ -16,6 +16,7 @@ pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
         binaries: doctor::binaries(&s.binaries),
         jit: &s.jit,
         runtime: s.runtime(settings),
+        node: settings.json.then(|| s.node_facts()),
     };
     if settings.json {
         report::json_doc(&doc);

@@ -109,7 +109,7 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
     };
     match command {
         Command::Doctor(t) => doctor::run(s, &t.targets),
-        Command::Plan(t) => plan::run(s, &t.targets),
+        Command::Plan(a) => plan::run(s, &a.targets.targets, a.for_node.as_deref()),
         Command::Check(a) => check::run(s, &a.targets, &a.command, a.prove_jit),
         Command::Install(a) => {
             let s = &Settings {

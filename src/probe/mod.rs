@@ -13,6 +13,7 @@ pub mod jit;
 pub mod machine;
 pub mod model;
 pub mod needed;
+pub mod node;
 pub mod owners;
 pub mod python;
 pub mod runtime;

@@ -32,6 +32,9 @@ pub struct Doctor<'a> {
     /// What a serving process gets from kiln: run-time defaults and precompiled modules.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runtime: Vec<crate::session::runtime::RuntimeReport>,
+    /// This node's facts, for `kiln plan --for` / `kiln bundle --for` elsewhere (`--json` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<crate::probe::node::NodeFacts>,
 }
 
 /// The interpreter inspected.
@@ -320,6 +323,7 @@ mod tests {
             binaries: binaries(&by_dist),
             jit: &BTreeMap::new(),
             runtime: Vec::new(),
+            node: None,
         };
         let want = serde_json::json!({
             "machine": {

@@ -14,6 +14,7 @@ mod jit;
 pub mod locked;
 mod plan;
 mod prebuilt;
+mod remote;
 mod run;
 pub mod runtime;
 pub mod targets;
@@ -119,6 +120,11 @@ pub struct Session {
     pub locked_wheels: BTreeMap<String, String>,
     /// The backends the user needs (`--need`), checked against the recipes in scope.
     pub needs: Vec<resolve::need::Need>,
+    /// Planning for another node (`--for FILE`, [`Session::open_for`]): its wheel tags (`None`:
+    /// this interpreter's, asked when needed), the libraries its loader finds, and the file.
+    pub node_tags: Option<Result<Vec<String>, String>>,
+    pub node_libraries: Option<Vec<String>>,
+    pub for_node: Option<PathBuf>,
 }
 
 impl Session {
@@ -162,6 +168,9 @@ impl Session {
             probe_sources: found.sources,
             locked_wheels: BTreeMap::new(),
             needs,
+            node_tags: None,
+            node_libraries: None,
+            for_node: None,
         };
         s.assessments = s.assess(&s.facts, &s.scope);
         Ok(s)
@@ -191,6 +200,24 @@ impl Session {
             })
             .collect();
         resolve::serving::summary::summaries(&self.serving_evidence(), &consumers, &self.archs)
+    }
+
+    /// This node's facts, for a plan made elsewhere (`kiln plan --for`).
+    pub fn node_facts(&self) -> probe::node::NodeFacts {
+        let tags = match &self.node_tags {
+            Some(t) => t.clone(),
+            None => probe::tags::supported(&self.python),
+        };
+        probe::node::NodeFacts {
+            format: probe::node::FORMAT,
+            host: probe::node::hostname(),
+            machine: self.machine.clone(),
+            python: self.facts.clone(),
+            tags_error: tags.as_ref().err().cloned(),
+            tags: tags.unwrap_or_default(),
+            binaries: self.binaries.clone(),
+            system_libraries: probe::node::system_libraries(),
+        }
     }
 
     /// The installed version of component `name` (its public part), if any.

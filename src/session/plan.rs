@@ -89,8 +89,14 @@ impl Session {
         }
         let names: Vec<String> = scope.iter().map(|(n, _)| n.clone()).collect();
         solve::explain_not_newest(&self.set, &self.facts, request, &mut solution, &names);
-        if changed.is_empty() {
-            return Ok(self.plan_with(settings, &solution, &scope, &self.assessments, memo));
+        // Another node's facts (`--for`) are all there is: nothing here can be probed again.
+        if changed.is_empty() || self.for_node.is_some() {
+            let assessments = if changed.is_empty() {
+                self.assessments.clone()
+            } else {
+                self.assess(&self.facts, &scope)
+            };
+            return Ok(self.plan_with(settings, &solution, &scope, &assessments, memo));
         }
         // Prove the extra components too (through the probe cache: only they are probed).
         let found = super::evidence::gather(settings, &self.set, &self.python, &self.machine, &self.archs, &scope);

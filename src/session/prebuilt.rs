@@ -67,7 +67,10 @@ impl Session {
             if !replaces && matches!(a.status, Status::Ok | Status::Outdated | Status::Unsupported) {
                 continue;
             }
-            let tags = tags.get_or_insert_with(|| probe::tags::supported(&self.python));
+            let tags = tags.get_or_insert_with(|| match &self.node_tags {
+                Some(t) => t.clone(),
+                None => probe::tags::supported(&self.python),
+            });
             let decision = match tags {
                 Err(e) => WheelDecision::build(format!("builds from source: {e}"), None),
                 Ok(tags) => match wheel_choice::pick(&entry.wheels, tags) {
