@@ -36,6 +36,10 @@ pub struct WheelFacts {
     /// Shared objects that link the NVIDIA driver's library (`libcuda.so.1`, see
     /// [`super::needed`]): they cannot load on a machine without the driver.
     pub links_driver: Vec<String>,
+    /// Each shared object's `DT_NEEDED` libraries, by RECORD path.
+    pub needed: std::collections::BTreeMap<String, Vec<String>>,
+    /// The file names of the shared objects the wheel ships (what it provides itself).
+    pub provides: Vec<String>,
 }
 
 /// Reads the wheel at `path`.
@@ -85,6 +89,11 @@ pub fn read(path: &Path) -> Result<WheelFacts, String> {
         out.bytes_read += data.len() as u64;
         if super::needed::links_driver(&data) {
             out.links_driver.push(rel.clone());
+        }
+        out.provides.push(file_name.to_string());
+        let needed = super::needed::needed(&data);
+        if !needed.is_empty() {
+            out.needed.insert(rel.clone(), needed);
         }
         match fatbin::read_bytes(&data, &rel) {
             Ok(r) if r.images().next().is_some() => {

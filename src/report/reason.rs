@@ -300,6 +300,23 @@ pub fn text(r: &Reason) -> String {
                 if binaries.len() == 1 { "s" } else { "" },
             )
         }
+        NeedsSystemLibrary {
+            library,
+            package,
+            binaries,
+        } => {
+            let shown: Vec<&str> = binaries.iter().take(3).map(String::as_str).collect();
+            let more = match binaries.len().saturating_sub(shown.len()) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            format!(
+                "{}{more} link{} {library}, which the machine's loader does not find (ldconfig -p); install the \
+                 system package that provides it (Debian/Ubuntu: {package})",
+                shown.join(", "),
+                if binaries.len() == 1 { "s" } else { "" },
+            )
+        }
         Keep { reasons } => format!("ok: {}", evidence(reasons)),
         Assessed { reasons } => evidence(reasons),
         KeptOutdated {

@@ -194,6 +194,13 @@ pub enum Reason {
         binaries: Vec<String>,
         library: &'static str,
     },
+    /// Binaries link a system library the machine's loader cannot find.
+    NeedsSystemLibrary {
+        library: String,
+        /// The Debian package that provides it.
+        package: String,
+        binaries: Vec<String>,
+    },
 
     // ---- a plan step
     /// Kept: the component's own reasons.

@@ -49,6 +49,7 @@ impl Session {
             .collect();
         let markers = self.facts.python.marker_environment();
         let mut tags: Option<Result<Vec<String>, String>> = None;
+        let mut libraries: Option<Option<Vec<String>>> = None;
         for (name, _) in scope {
             let (Some(r), Some(chosen)) = (self.set.get(name), solution.chosen.get(name)) else {
                 continue;
@@ -115,6 +116,15 @@ impl Session {
                             Ok(facts) => {
                                 if let Some(why) = provable::driver_needed(&facts.links_driver, &self.machine) {
                                     unprovable.insert(name.clone(), why);
+                                }
+                                let libraries = libraries.get_or_insert_with(|| match &self.for_node {
+                                    Some(_) => self.node_libraries.clone(),
+                                    None => probe::node::system_libraries(),
+                                });
+                                let missing =
+                                    provable::system_needed(&facts.needed, &facts.provides, libraries.as_deref());
+                                if let Some(why) = missing.into_iter().next() {
+                                    unprovable.entry(name.clone()).or_insert(why);
                                 }
                                 wheel_choice::judge(
                                     w,
