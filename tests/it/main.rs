@@ -16,6 +16,7 @@ mod integrity;
 mod jit;
 mod layers;
 mod lock;
+mod lock_archs;
 mod names;
 mod need;
 mod overhead;
