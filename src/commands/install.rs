@@ -153,6 +153,7 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
     locked::pin(&mut set, &lock, path)?;
     let mut s = Session::open(&settings, set, &pinned)?;
     s.check_python(&lock, path)?;
+    s.check_brought(&lock, path)?;
     s.mark_other_sources_stale(&lock, path);
     s.expect_locked_wheels(&lock);
     let plan = s.plan(&settings).map_err(|c| conflict(&settings, &c))?;

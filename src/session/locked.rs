@@ -208,6 +208,31 @@ impl Session {
         )))
     }
 
+    /// What the lock says the node brings itself (`installed`: kiln did not install it, and a
+    /// bundle leaves it out) must be here at the locked version before anything changes: the
+    /// components built against it would otherwise be installed and then fail, leaving the
+    /// node half-changed. Each one missing or at another version is named.
+    pub fn check_brought(&self, lock: &Lock, path: &Path) -> Result<(), SessionError> {
+        let lacking: Vec<String> = lock
+            .components
+            .iter()
+            .filter(|c| c.source == lock::NOT_BY_KILN && self.scope.iter().any(|(n, _)| *n == c.name))
+            .filter_map(|c| match self.installed(&c.name) {
+                Some(d) if d.version == c.version => None,
+                Some(d) => Some(format!("{} {} (here: {})", c.name, c.version, d.version)),
+                None => Some(format!("{} {} (here: not installed)", c.name, c.version)),
+            })
+            .collect();
+        if lacking.is_empty() {
+            return Ok(());
+        }
+        Err(SessionError::Lock(format!(
+            "{} says this environment brings these itself (`installed`: kiln did not install them, a bundle leaves them out), and it does not; nothing was changed:\n  - {}\n  install them as the locked node had them, then run this again",
+            path.display(),
+            lacking.join("\n  - ")
+        )))
+    }
+
     /// A component that is ok at the locked version but was built from another source than the
     /// lock names is stale: the plan rebuilds it from the locked source.
     pub fn mark_other_sources_stale(&mut self, lock: &Lock, path: &Path) {

@@ -96,3 +96,51 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
     assert!(text(&out.stderr).contains("--arch 9.0 differs from the archs"), "{}", text(&out.stderr));
 }
+
+/// A lock whose component is `installed` (kiln did not install it; a bundle leaves it out) on
+/// a node without it fails before anything is installed. Ground truth: issue 19, "A bundle fails
+/// late": a lock whose torch is `installed` installed cutlass-dsl on a node without torch, then
+/// failed, the node half-changed. fixture-app imports fixture-pure
+/// (tests/fixtures/packages/kiln-fixture-app), as flashinfer imports torch.
+#[test]
+fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
+    let w = World::new();
+    w.remote_sources();
+    // fixture-pure installed behind kiln's back: the lock says `installed`.
+    let status = crate::common::pip_install(&w.python)
+        .arg(w.packages.join("kiln-fixture-pure"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    w.install_ok("fixture-app");
+    let lockfile = w.lock("fixture-app");
+    let written = std::fs::read_to_string(&lockfile).unwrap();
+    assert!(written.contains("source = \"installed\""), "{written}");
+    let bundle = w.dir.path().join("b.tar");
+    let out = w
+        .kiln()
+        .args(["bundle", "--lock"])
+        .arg(&lockfile)
+        .arg("-o")
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let node = venv(&w.dir.path().join("node"));
+    let before = crate::common::sh(w.dir.path(), &[node.to_str().unwrap(), "-m", "pip", "freeze"]);
+    let out = install_locked(
+        &w,
+        &node,
+        &w.dir.path().join("node-cache"),
+        &["--bundle", &bundle.display().to_string()],
+    );
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("fixture-pure 1.0.0 (here: not installed)") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    let after = crate::common::sh(w.dir.path(), &[node.to_str().unwrap(), "-m", "pip", "freeze"]);
+    assert_eq!(before, after, "the node is as it was");
+}
