@@ -20,6 +20,7 @@ mod lock_archs;
 mod names;
 mod need;
 mod overhead;
+mod plan_install;
 mod prebuilt;
 mod probe_cache;
 mod recipe_facts;
