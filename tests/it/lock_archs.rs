@@ -100,20 +100,35 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
 /// A lock whose component is `installed` (kiln did not install it; a bundle leaves it out) on
 /// a node without it fails before anything is installed. Ground truth: issue 19, "A bundle fails
 /// late": a lock whose torch is `installed` installed cutlass-dsl on a node without torch, then
-/// failed, the node half-changed. fixture-app imports fixture-pure
-/// (tests/fixtures/packages/kiln-fixture-app), as flashinfer imports torch.
+/// failed, the node half-changed. six plays torch (a recipe installing it from the index, as
+/// torch's does; installed here behind kiln's back), fixture-cext plays cutlass-dsl.
 #[test]
 fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
     let w = World::new();
     w.remote_sources();
-    // fixture-pure installed behind kiln's back: the lock says `installed`.
-    let status = crate::common::pip_install(&w.python)
-        .arg(w.packages.join("kiln-fixture-pure"))
-        .status()
-        .unwrap();
+    w.write(
+        "recipes/fixture-six.toml",
+        "[package]\nname = \"fixture-six\"\ndist = \"six\"\naccepts = \">=1.10\"\nsummary = \"test fixture\"\n\n\
+         [[versions]]\nversion = \"1.17.0\"\nwheel = \"six==1.17.0\"\n\n[verify]\nimports = [\"six\"]\n",
+    );
+    w.write(
+        "recipes/fixture-needs-six.toml",
+        "[package]\nname = \"fixture-needs-six\"\ndist = \"kiln-fixture-pure\"\nversion = \"1.0.0\"\n\
+         summary = \"test fixture\"\n\n[source]\npath = \"../packages/kiln-fixture-pure\"\n\n\
+         [depends]\nfixture-six = \">=1.10\"\n\n[verify]\nimports = [\"kiln_fixture_pure\"]\n",
+    );
+    let status = crate::common::pip_install(&w.python).arg("six==1.17.0").status().unwrap();
     assert!(status.success());
-    w.install_ok("fixture-app");
-    let lockfile = w.lock("fixture-app");
+    let out = w.kiln().args(["install", "fixture-cext", "fixture-needs-six"]).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let lockfile = w.dir.path().join("kiln.lock");
+    let out = w
+        .kiln()
+        .args(["lock", "fixture-cext", "fixture-needs-six", "-o"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let written = std::fs::read_to_string(&lockfile).unwrap();
     assert!(written.contains("source = \"installed\""), "{written}");
     let bundle = w.dir.path().join("b.tar");
@@ -128,7 +143,8 @@ fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     let node = venv(&w.dir.path().join("node"));
-    let before = crate::common::sh(w.dir.path(), &[node.to_str().unwrap(), "-m", "pip", "freeze"]);
+    let freeze = || crate::common::sh(w.dir.path(), &[node.to_str().unwrap(), "-m", "pip", "freeze"]);
+    let before = freeze();
     let out = install_locked(
         &w,
         &node,
@@ -138,9 +154,8 @@ fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
     assert!(!out.status.success(), "{}", text(&out.stdout));
     let err = text(&out.stderr);
     assert!(
-        err.contains("fixture-pure 1.0.0 (here: not installed)") && err.contains("nothing was changed"),
+        err.contains("fixture-six 1.17.0 (here: not installed)") && err.contains("nothing was changed"),
         "{err}"
     );
-    let after = crate::common::sh(w.dir.path(), &[node.to_str().unwrap(), "-m", "pip", "freeze"]);
-    assert_eq!(before, after, "the node is as it was");
+    assert_eq!(before, freeze(), "the node is as it was");
 }
