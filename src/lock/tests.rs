@@ -125,7 +125,10 @@ fn a_prebuilt_wheel_is_locked_and_pinned_as_a_wheel() {
     assert_eq!(wheel::locked_wheel(&c), Some(hex.as_str()));
     assert_eq!(wheel::identity(&c.source, Some(&hex)), format!("wheel:{hex}"));
     // An sdist build's wheel has another hash than its sdist: that stays an sdist.
-    assert_eq!(wheel::identity(&format!("sha256:{}", "ab".repeat(32)), Some(&hex)), format!("sha256:{}", "ab".repeat(32)));
+    assert_eq!(
+        wheel::identity(&format!("sha256:{}", "ab".repeat(32)), Some(&hex)),
+        format!("sha256:{}", "ab".repeat(32))
+    );
     let mut have = c.clone();
     have.source = format!("wheel:{hex}");
     let lock = Lock {

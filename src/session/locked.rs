@@ -109,7 +109,6 @@ pub fn archs(lock: &Lock, given: Option<&[Arch]>, path: &Path) -> Result<(Option
         None if locked.is_empty() => Ok((None, ArchsFrom::Gpus)),
         None => Ok((Some(locked), from)),
         Some(a) if a == locked.as_slice() => Ok((Some(a.to_vec()), ArchsFrom::Given)),
-        Some(a) if locked.is_empty() => Ok((Some(a.to_vec()), ArchsFrom::Given)),
         Some(a) => Err(SessionError::Usage(format!(
             "--arch {} differs from the archs {} locked them for ({}); leave --arch out to use the lock's",
             join(a),

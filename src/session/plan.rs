@@ -99,17 +99,19 @@ impl Session {
                 why: format!("{name} {v} is installed, but its recipe has no source to install it again"),
             });
         }
-        let (request, mut plan) = match solve::solves(&self.set, &self.facts, &again)
-            .then(|| self.plan_for(settings, &again, memo))
-        {
-            Some(Ok(second)) => (again, second),
-            _ => (self.request.clone(), first),
-        };
+        let (request, mut plan) =
+            match solve::solves(&self.set, &self.facts, &again).then(|| self.plan_for(settings, &again, memo)) {
+                Some(Ok(second)) => (again, second),
+                _ => (self.request.clone(), first),
+            };
         for (name, v) in unmade(&plan) {
-            let Some(step) = plan.steps.iter_mut().find(|s| s.name == name) else { continue };
-            let offered = self.set.get(&name).map_or_else(Vec::new, |r| {
-                r.versions.iter().map(|e| e.version.to_string()).collect()
-            });
+            let Some(step) = plan.steps.iter_mut().find(|s| s.name == name) else {
+                continue;
+            };
+            let offered = self
+                .set
+                .get(&name)
+                .map_or_else(Vec::new, |r| r.versions.iter().map(|e| e.version.to_string()).collect());
             step.action = Action::Blocked;
             step.build = None;
             step.reasons.push(resolve::Reason::NoSourceFor {

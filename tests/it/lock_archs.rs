@@ -11,7 +11,11 @@ use std::path::Path;
 use crate::common::{World, stdout_json, text, venv};
 
 fn install_locked(w: &World, python: &Path, cache: &Path, args: &[&str]) -> std::process::Output {
-    w.kiln_elsewhere(python, cache).args(["install"]).args(args).output().unwrap()
+    w.kiln_elsewhere(python, cache)
+        .args(["install"])
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -35,7 +39,11 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = stdout_json(&out);
-    assert_eq!(v["lock"]["environment"]["archs"], serde_json::json!(["9.0", "12.0"]), "{v}");
+    assert_eq!(
+        v["lock"]["environment"]["archs"],
+        serde_json::json!(["9.0", "12.0"]),
+        "{v}"
+    );
 
     // A fresh venv: the lock's archs, said so, and reproduced.
     let fresh = venv(&w.dir.path().join("fresh"));
@@ -94,7 +102,11 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
         &["--locked", "--lock", &lock_arg, "--arch", "9.0"],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
-    assert!(text(&out.stderr).contains("--arch 9.0 differs from the archs"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--arch 9.0 differs from the archs"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// A lock whose component is `installed` (kiln did not install it; a bundle leaves it out) on
@@ -117,9 +129,16 @@ fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
          summary = \"test fixture\"\n\n[source]\npath = \"../packages/kiln-fixture-pure\"\n\n\
          [depends]\nfixture-six = \">=1.10\"\n\n[verify]\nimports = [\"kiln_fixture_pure\"]\n",
     );
-    let status = crate::common::pip_install(&w.python).arg("six==1.17.0").status().unwrap();
+    let status = crate::common::pip_install(&w.python)
+        .arg("six==1.17.0")
+        .status()
+        .unwrap();
     assert!(status.success());
-    let out = w.kiln().args(["install", "fixture-cext", "fixture-needs-six"]).output().unwrap();
+    let out = w
+        .kiln()
+        .args(["install", "fixture-cext", "fixture-needs-six"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
     let lockfile = w.dir.path().join("kiln.lock");
     let out = w

@@ -40,7 +40,10 @@ fn planned(w: &World, targets: &[&str]) -> BTreeMap<String, (String, Option<Stri
         .iter()
         .map(|s| {
             let version = s["version"].as_str().map(str::to_string);
-            (s["name"].as_str().unwrap().to_string(), (s["action"].as_str().unwrap().to_string(), version))
+            (
+                s["name"].as_str().unwrap().to_string(),
+                (s["action"].as_str().unwrap().to_string(), version),
+            )
         })
         .collect()
 }
@@ -66,16 +69,26 @@ fn same(plan: &BTreeMap<String, (String, Option<String>)>, v: &serde_json::Value
     for (name, (action, version)) in plan {
         let o = outcomes.iter().find(|o| o["name"] == name.as_str());
         if action == "keep" {
-            assert!(o.is_none_or(|o| o["result"] == "kept"), "{name} was planned to be kept: {v}");
+            assert!(
+                o.is_none_or(|o| o["result"] == "kept"),
+                "{name} was planned to be kept: {v}"
+            );
             continue;
         }
         let o = o.unwrap_or_else(|| panic!("{name}: planned {action}, not carried out: {v}"));
         assert_eq!(o["action"], action.as_str(), "{name}: {v}");
         assert_eq!(o["result"], "done", "{name}: {v}");
         let want = version.as_deref().unwrap();
-        assert_eq!(versions.get(name).map(String::as_str), Some(want), "{name}: planned {want}: {versions:?}");
+        assert_eq!(
+            versions.get(name).map(String::as_str),
+            Some(want),
+            "{name}: planned {want}: {versions:?}"
+        );
         if let Some(req) = o["source"].as_str().and_then(|s| s.strip_prefix("index:")) {
-            assert!(req.ends_with(&format!("=={want}")), "{name}: planned {want}, installed {req}");
+            assert!(
+                req.ends_with(&format!("=={want}")),
+                "{name}: planned {want}, installed {req}"
+            );
         }
     }
 }
@@ -84,9 +97,20 @@ fn same(plan: &BTreeMap<String, (String, Option<String>)>, v: &serde_json::Value
 fn install_carries_out_the_plan_it_shows_for_every_kind_of_step() {
     let w = World::new();
     w.write("recipes/fixture-six.toml", SIX);
-    w.edit("recipes/fixture-pure.toml", "version = \"1.0.0\"", "version = \"1.0.0\"\naccepts = \">=0.9\"");
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.0.0\"\naccepts = \">=0.9\"",
+    );
     // Installed at versions no recipe entry describes, and broken (their imports lack a module).
-    stand_in(&w.python, w.dir.path(), "kiln-fixture-pure", "0.9.0", "kiln_fixture_pure", &[]);
+    stand_in(
+        &w.python,
+        w.dir.path(),
+        "kiln-fixture-pure",
+        "0.9.0",
+        "kiln_fixture_pure",
+        &[],
+    );
     stand_in(&w.python, w.dir.path(), "six", "1.15.0", "six", &[]);
 
     // rebuild, build, reinstall.
@@ -98,7 +122,11 @@ fn install_carries_out_the_plan_it_shows_for_every_kind_of_step() {
         ("rebuild", "build", "reinstall"),
         "{plan:?}"
     );
-    assert_eq!(plan["fixture-pure"].1.as_deref(), Some("1.0.0"), "the version its source builds: {plan:?}");
+    assert_eq!(
+        plan["fixture-pure"].1.as_deref(),
+        Some("1.0.0"),
+        "the version its source builds: {plan:?}"
+    );
     assert_eq!(plan["fixture-six"].1.as_deref(), Some("1.17.0"), "{plan:?}");
     let (v, versions) = installed(&w, &targets);
     same(&plan, &v, &versions);
@@ -135,7 +163,11 @@ fn a_step_that_would_install_another_version_than_it_shows_is_blocked() {
          [depends]\nfixture-six = \">=1.10\"\n\n[verify]\nimports = [\"kiln_fixture_pure\"]\n",
     );
     stand_in(&w.python, w.dir.path(), "six", "1.15.0", "six", &[]);
-    let out = w.kiln().args(["plan", "--json", "fixture-needs-six==1.0.0", "fixture-six==1.15.0"]).output().unwrap();
+    let out = w
+        .kiln()
+        .args(["plan", "--json", "fixture-needs-six==1.0.0", "fixture-six==1.15.0"])
+        .output()
+        .unwrap();
     let v = stdout_json(&out);
     let s = crate::common::step(&v, "fixture-six");
     assert_eq!(s["action"], "blocked", "{s}");

@@ -161,7 +161,10 @@ fn a_prebuilt_wheel_is_locked_as_a_wheel_and_reproduced_from_the_lock_and_a_bund
     let written = std::fs::read_to_string(&lockfile).unwrap();
     let sha = sha256(&wheel);
     assert!(written.contains(&format!("source = \"wheel:{sha}\"")), "{written}");
-    assert!(written.contains(&format!("wheel_url = \"{}\"", wheel.display())), "{written}");
+    assert!(
+        written.contains(&format!("wheel_url = \"{}\"", wheel.display())),
+        "{written}"
+    );
 
     // The same node, the wheel uninstalled: --locked installs it again from the source cache.
     let status = StdCommand::new(&w.python)
@@ -188,7 +191,12 @@ fn a_prebuilt_wheel_is_locked_as_a_wheel_and_reproduced_from_the_lock_and_a_bund
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
     let v = stdout_json(&out);
     assert_eq!(v["lock"]["reproduced"], true, "{v}");
-    let o = v["outcomes"].as_array().unwrap().iter().find(|o| o["name"] == "fixture-cuda").unwrap();
+    let o = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "fixture-cuda")
+        .unwrap();
     assert_eq!(o["action"], "install", "the wheel as it is, not a build: {v}");
     assert_eq!(o["source"], format!("wheel:{sha}"), "{v}");
 }
