@@ -4,8 +4,9 @@
 //! afterwards compares the environment with it field by field.
 //!
 //! For each component it records the installed version, the source identity kiln built it from
-//! (`sha256:` of an sdist, `git:` commit, `path:`, `index:` requirement; `installed` when kiln did
-//! not install it), the wheel's sha256, the archs and CUDA toolkit it was built for and the
+//! (`sha256:` of an sdist, `git:` commit, `path:`, `index:` requirement, `wheel:` sha256 of a
+//! prebuilt wheel the recipe offers, with its URL in `wheel_url`; `installed` when kiln did not
+//! install it), the wheel's sha256, the archs and CUDA toolkit it was built for and the
 //! fingerprints of what it links against (torch's ABI facts). The environment section records
 //! the interpreter, platform, target archs and toolkit. The declared build inputs it was built
 //! with are recorded like its source (`git:` commit or `sha256:` of an archive, by input name),
@@ -29,7 +30,9 @@ use crate::recipe::model::{Source, VersionEntry};
 use crate::recipe::{Kind, RecipeSet};
 
 mod check;
+mod wheel;
 pub use check::{is_git_rev, is_sha256};
+pub use wheel::{WHEEL, offered_url};
 
 /// The lockfile format this kiln writes and reads.
 pub const FORMAT: u32 = 1;
@@ -73,10 +76,15 @@ pub struct Locked {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
     /// What it was built or installed from: `sha256:<hex>`, `git:<commit>`, `path:<dir>`,
-    /// `index:<requirement>`, or `installed` (kiln did not install it).
+    /// `index:<requirement>`, `wheel:<hex>` (a prebuilt wheel, installed as it is), or
+    /// `installed` (kiln did not install it).
     pub source: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wheel_sha256: Option<String>,
+    /// For a `wheel:` source: where that wheel is (the recipe's URL when it was locked), so
+    /// that the lock reproduces it even where the recipe no longer offers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wheel_url: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub archs: Vec<Arch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,8 +108,9 @@ impl Locked {
                 name: name.to_string(),
                 version: dist.version.clone(),
                 features: rec.features.clone(),
-                source: rec.source.clone(),
+                source: wheel::identity(&rec.source, rec.wheel_sha256.as_deref()),
                 wheel_sha256: rec.wheel_sha256.clone(),
+                wheel_url: None,
                 archs: rec.archs.clone(),
                 cuda: rec.cuda.clone(),
                 built_against: rec.built_against.clone(),
@@ -113,6 +122,7 @@ impl Locked {
                 features: Vec::new(),
                 source: NOT_BY_KILN.to_string(),
                 wheel_sha256: None,
+                wheel_url: None,
                 archs: Vec::new(),
                 cuda: None,
                 built_against: BTreeMap::new(),
@@ -301,7 +311,9 @@ pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Differe
             continue;
         };
         diff("version", want.version.clone(), have.version.clone(), false);
-        diff("source", want.source.clone(), have.source.clone(), false);
+        // A prebuilt wheel as an earlier kiln recorded it is the same source as `wheel:`.
+        let source = |l: &Locked| wheel::identity(&l.source, l.wheel_sha256.as_deref());
+        diff("source", source(want), source(have), false);
         diff("features", text(&want.features), text(&have.features), false);
         diff("archs", text(&want.archs), text(&have.archs), false);
         diff("cuda", opt(&want.cuda), opt(&have.cuda), false);
@@ -342,6 +354,18 @@ pub fn pin_sources(set: &mut RecipeSet, lock: &Lock) -> Result<(), Vec<String>> 
         let recipe_source = r.source.clone();
         let recipe_inputs = r.build.inputs.clone();
         let entry = r.versions.iter_mut().find(|e| e.version == v);
+        if let Some(sha) = wheel::locked_wheel(c) {
+            // Installed as a prebuilt wheel: the locked version offers that wheel alone.
+            match entry {
+                Some(entry) => wheel::pin(entry, c, sha, &mut problems),
+                None => problems.push(format!(
+                    "{} {} is locked as the prebuilt wheel sha256 {sha}, but its recipe no longer describes that version",
+                    c.name,
+                    c.public_version()
+                )),
+            }
+            continue;
+        }
         let Some(entry) = entry else {
             let known: Vec<String> = r.versions.iter().map(|e| e.version.to_string()).collect();
             if c.source != NOT_BY_KILN {

@@ -32,7 +32,8 @@ pub(super) fn prepare(
     .map_err(|e| BuildFailure::new(&step.name, Phase::Fetch, e.into()))?;
     Ok(Prepared {
         to_install: wheel.display().to_string(),
-        identity: format!("sha256:{}", w.sha256),
+        // Not `sha256:`, an sdist's: a lock pins this as the wheel it is (`lock::WHEEL`).
+        identity: format!("wheel:{}", w.sha256),
         wheel: Some(wheel),
         index_url: None,
         inputs: Default::default(),

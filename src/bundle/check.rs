@@ -37,7 +37,10 @@ pub fn check(dir: &Path, lock: &Lock, cache: &Path) -> Result<(), Unexpected> {
             .iter()
             .flat_map(|c| std::iter::once(&c.source).chain(c.inputs.values()))
     };
-    let sources: BTreeSet<&str> = identities().filter_map(|s| s.strip_prefix("sha256:")).collect();
+    // An sdist's or a prebuilt wheel's (`wheel:`) sha256: both are `sources/<sha256>`.
+    let sources: BTreeSet<&str> = identities()
+        .filter_map(|s| s.strip_prefix("sha256:").or_else(|| s.strip_prefix("wheel:")))
+        .collect();
     let has_git = identities().any(|s| s.starts_with("git:"));
     let wheels: BTreeSet<&str> = lock
         .components

@@ -58,13 +58,19 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
                 "{}: `{}` is not an sdist's sha256 (64 hex digits)",
                 comp.name, comp.source
             )),
-            "sha256" => {
+            "wheel" if !crate::lock::is_sha256(value) => missing.push(format!(
+                "{}: `{}` is not a wheel's sha256 (64 hex digits)",
+                comp.name, comp.source
+            )),
+            // A prebuilt wheel is fetched into the source cache by its sha256, as an sdist is.
+            "sha256" | "wheel" => {
                 let dir = Path::new("sources").join(value);
                 if cache.join(&dir).is_dir() {
                     c.entries.push(dir.display().to_string());
                 } else {
+                    let what = if kind == "wheel" { "prebuilt wheel" } else { "sdist" };
                     missing.push(format!(
-                        "{}: its sdist ({}) is not in the cache",
+                        "{}: its {what} ({}) is not in the cache",
                         comp.name, comp.source
                     ));
                 }
@@ -104,7 +110,8 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
             &comp.name,
             comp.public_version(),
         ));
-        if let Some(sha) = &comp.wheel_sha256 {
+        // A prebuilt wheel is its source (above), not a wheel-cache entry.
+        if let Some(sha) = comp.wheel_sha256.as_ref().filter(|_| kind != "wheel") {
             match wheels.iter().find(|(_, s)| s == sha) {
                 Some((dir, _)) => c.entries.push(dir.clone()),
                 None => c.left_out.push(format!(
@@ -431,6 +438,7 @@ mod tests {
                     features: Vec::new(),
                     source: source.clone(),
                     wheel_sha256: None,
+                    wheel_url: None,
                     archs: Vec::new(),
                     cuda: None,
                     built_against: Default::default(),

@@ -49,6 +49,9 @@ pub fn wanted(lock: &Lock, set: &RecipeSet, facts: &PythonFacts) -> Wanted {
             .map_or_else(|| normalize(component), |d| normalize(d.as_ref()))
     };
     let built = |source: &str| ["sha256:", "git:", "path:"].iter().any(|k| source.starts_with(k));
+    // A prebuilt wheel the recipe offers is carried as its source (`sources/<sha256>`), not
+    // fetched from an index; its dependencies are, as anyone's.
+    let carried = |source: &str| built(source) || source.starts_with("wheel:");
 
     let stop: BTreeSet<String> = lock
         .components
@@ -75,7 +78,7 @@ pub fn wanted(lock: &Lock, set: &RecipeSet, facts: &PythonFacts) -> Wanted {
     let built_dists: BTreeSet<String> = lock
         .components
         .iter()
-        .filter(|c| built(&c.source))
+        .filter(|c| carried(&c.source))
         .map(|c| dist_of(&c.name))
         .collect();
 

@@ -141,18 +141,24 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
 pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: &Path) -> CmdResult {
     let lock = read_lock(settings, path)?;
     let pinned = locked::targets(&lock, targets, path)?;
+    let (archs, from) = locked::archs(&lock, settings.archs.as_deref(), path)?;
+    if !settings.json && !settings.quiet {
+        report::install::locked_archs(path, archs.as_deref(), from);
+    }
     let mut settings = Settings {
-        archs: locked::archs(&lock, settings.archs.as_deref(), path)?,
+        archs,
         ..settings.clone()
     };
     let mut set = load_recipes(&settings)?;
     locked::pin(&mut set, &lock, path)?;
     let mut s = Session::open(&settings, set, &pinned)?;
     s.check_python(&lock, path)?;
+    s.check_brought(&lock, path)?;
     s.mark_other_sources_stale(&lock, path);
     s.expect_locked_wheels(&lock);
     let plan = s.plan(&settings).map_err(|c| conflict(&settings, &c))?;
-    let (result, doc) = carry_out(&settings, &s, &plan, dry_run);
+    let (result, mut doc) = carry_out(&settings, &s, &plan, dry_run);
+    doc["archs_from"] = serde_json::json!(report::install::archs_from(from));
     if dry_run || result.is_err() {
         if settings.json {
             report::install::json(doc, None);

@@ -10,7 +10,18 @@ use crate::session::locked::Unlockable;
 use crate::settings::Settings;
 
 pub fn run(settings: &Settings, targets: &[String], output: &Path) -> CmdResult {
-    let s = open(settings, targets)?;
+    let mut s = open(settings, targets)?;
+    // Without --arch, the archs kiln installed the components for, not the GPUs found here (a
+    // connected machine that made a bundle for 9.0 and 12.0 has neither): proven for those.
+    if settings.archs.is_none()
+        && let Some(archs) = s.installed_archs().filter(|a| *a != s.archs)
+    {
+        let settings = Settings {
+            archs: Some(archs),
+            ..settings.clone()
+        };
+        s = open(&settings, targets)?;
+    }
     let lock = match s.lock(!targets.is_empty()) {
         Ok(lock) => lock,
         Err(Unlockable::NotProven(refused)) => {

@@ -6,7 +6,8 @@
 //! The shapes: a component name is a Python package name (PEP 503), a version is PEP 440, a
 //! source is `sha256:` and 64 hex digits, `git:` and a commit or a ref name that cannot be read
 //! as an option (`git check-ref-format` rules, <https://git-scm.com/docs/git-check-ref-format>),
-//! `path:<dir>`, `index:<requirement>` or `installed`; a wheel's sha256 is 64 hex digits; a
+//! `path:<dir>`, `index:<requirement>`, `wheel:` and 64 hex digits or `installed`; a wheel's
+//! sha256 is 64 hex digits and a `wheel_url`'s last segment a wheel file name; a
 //! build input is `git:` and a commit or ref (as a source) or `sha256:` and 64 hex digits. It
 //! deliberately ignores whether the values are true (a commit that does not exist is the
 //! build's error) and the environment section (typed by serde).
@@ -31,6 +32,8 @@ struct Component {
     source: Spanned<String>,
     #[serde(default)]
     wheel_sha256: Option<Spanned<String>>,
+    #[serde(default)]
+    wheel_url: Option<Spanned<String>>,
     #[serde(default)]
     inputs: std::collections::BTreeMap<String, Spanned<String>>,
 }
@@ -96,7 +99,7 @@ pub(super) fn check(text: &str) -> Vec<Bad> {
             bad(
                 &c.source,
                 format!("source `{}`: {why}", c.source.get_ref()),
-                "a source is `sha256:<64 hex digits>`, `git:<commit>`, `path:<dir>`, `index:<requirement>` or `installed`; write the lock again with `kiln lock`",
+                "a source is `sha256:<64 hex digits>`, `wheel:<64 hex digits>`, `git:<commit>`, `path:<dir>`, `index:<requirement>` or `installed`; write the lock again with `kiln lock`",
             );
         }
         for (name, v) in &c.inputs {
@@ -112,6 +115,13 @@ pub(super) fn check(text: &str) -> Vec<Bad> {
                     format!("build input `{name}` = `{value}`: not a `git:<commit>` or `sha256:<64 hex digits>`"),
                     "write the lock again with `kiln lock`",
                 );
+            }
+        }
+        // A URL kiln downloads a wheel from: its last segment must name a wheel file.
+        if let Some(u) = c.wheel_url.as_ref() {
+            let file = u.get_ref().rsplit('/').next().unwrap_or_default();
+            if let Err(why) = crate::recipe::binaries::parse_wheel_name(file) {
+                bad(u, format!("wheel_url: {why}"), "write the lock again with `kiln lock`");
             }
         }
         if let Some(w) = c.wheel_sha256.as_ref().filter(|w| !is_sha256(w.get_ref())) {
@@ -136,11 +146,12 @@ fn source_problem(source: &str) -> Option<&'static str> {
     };
     match kind {
         "sha256" if !is_sha256(value) => Some("not an sdist's sha256 (64 hex digits)"),
+        "wheel" if !is_sha256(value) => Some("not a wheel's sha256 (64 hex digits)"),
         "git" if !is_git_rev(value) => {
             Some("not a git commit or a plain ref name (it could be read as an option or a path)")
         }
         "path" | "index" if value.is_empty() => Some("empty"),
-        "sha256" | "git" | "path" | "index" => None,
+        "sha256" | "wheel" | "git" | "path" | "index" => None,
         _ => Some("not one of the kinds kiln records"),
     }
 }
@@ -177,12 +188,14 @@ mod tests {
         assert_eq!(source_problem(&format!("sha256:{sha}")), None);
         assert_eq!(source_problem("installed"), None);
         assert_eq!(source_problem("index:torch==2.11.0"), None);
+        assert_eq!(source_problem(&format!("wheel:{sha}")), None);
         for bad in [
             "sha256:/some/dir",
             "sha256:../../dir",
             "git:--orphan=x",
             "file:/x",
             "sha256:",
+            "wheel:../../x",
             "path:",
         ] {
             assert!(source_problem(bad).is_some(), "{bad}");

@@ -17,6 +17,7 @@ fn sample() -> Lock {
             features: vec!["cutedsl".into()],
             source: format!("sha256:{}", "ab".repeat(32)),
             wheel_sha256: Some("de".repeat(32)),
+            wheel_url: None,
             archs: vec![Arch { major: 12, minor: 0 }],
             cuda: Some("13.0".into()),
             built_against: [("torch".to_string(), "2.14.1+cu130".to_string())].into(),
@@ -110,4 +111,49 @@ fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
     );
     let d = differences(&lock, &BTreeMap::new());
     assert_eq!(d[0].found, "nothing installed");
+}
+
+/// An earlier kiln recorded a prebuilt wheel's install with the wheel's own hash as an sdist
+/// `sha256:` (build/prebuilt.rs); that lock pins the wheel, compares equal to `wheel:`, and a
+/// wheel the recipe no longer offers is taken from the lock's URL.
+#[test]
+fn a_prebuilt_wheel_is_locked_and_pinned_as_a_wheel() {
+    let hex = "de".repeat(32);
+    let mut c = sample().components.remove(0);
+    c.source = format!("sha256:{hex}");
+    c.wheel_sha256 = Some(hex.clone());
+    assert_eq!(wheel::locked_wheel(&c), Some(hex.as_str()));
+    assert_eq!(wheel::identity(&c.source, Some(&hex)), format!("wheel:{hex}"));
+    // An sdist build's wheel has another hash than its sdist: that stays an sdist.
+    assert_eq!(
+        wheel::identity(&format!("sha256:{}", "ab".repeat(32)), Some(&hex)),
+        format!("sha256:{}", "ab".repeat(32))
+    );
+    let mut have = c.clone();
+    have.source = format!("wheel:{hex}");
+    let lock = Lock {
+        components: vec![c.clone()],
+        ..sample()
+    };
+    let found = [(c.name.clone(), have)].into();
+    assert!(differences(&lock, &found).is_empty());
+
+    let mut entry = VersionEntry {
+        version: "0.7.4".parse().unwrap(),
+        source: None,
+        depends: Vec::new(),
+        wheels: Vec::new(),
+        inputs: Vec::new(),
+        prepare: None,
+        imports: None,
+    };
+    let mut problems = Vec::new();
+    wheel::pin(&mut entry, &c, &hex, &mut problems);
+    assert_eq!(problems.len(), 1, "no URL: {problems:?}");
+    c.wheel_url = Some("https://example.org/flashinfer_python-0.7.4-py3-none-any.whl".into());
+    problems.clear();
+    wheel::pin(&mut entry, &c, &hex, &mut problems);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(entry.wheels[0].sha256, hex);
+    assert_eq!(entry.wheels[0].tags, vec!["py3-none-any".to_string()]);
 }

@@ -347,6 +347,12 @@ impl Recipe {
         self.versions.iter().find(|e| &e.version == v)
     }
 
+    /// Whether the recipe can install `v` itself: a `[[versions]]` entry of it, or the recipe's
+    /// one version. The source of another version would install another version than `v`.
+    pub fn describes(&self, v: &Version) -> bool {
+        self.version_entry(v).is_some() || self.version.as_ref() == Some(v)
+    }
+
     /// The source of `version` (its own, else the recipe's); the recipe's for `None`.
     pub fn source_of(&self, version: Option<&str>) -> Option<&Source> {
         version

@@ -278,3 +278,34 @@ pub fn lock_compared(path: &Path, locked: usize, differences: &[Difference]) {
         eprintln!("  `kiln plan` shows why kiln chose otherwise; `kiln lock` records the environment as it is now");
     }
 }
+
+/// Where a locked install's target archs came from, as `install --json` says it (`archs_from`).
+pub fn archs_from(from: crate::session::locked::ArchsFrom) -> &'static str {
+    use crate::session::locked::ArchsFrom;
+    match from {
+        ArchsFrom::Given => "--arch",
+        ArchsFrom::Lock => "lock",
+        ArchsFrom::Components => "lock components",
+        ArchsFrom::Gpus => "gpus",
+    }
+}
+
+/// The target archs of a locked install and where they came from.
+pub fn locked_archs(path: &Path, archs: Option<&[crate::arch::Arch]>, from: crate::session::locked::ArchsFrom) {
+    use crate::session::locked::ArchsFrom;
+    let list = archs
+        .unwrap_or_default()
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let lock = path.display();
+    match from {
+        ArchsFrom::Given => println!("target {list} (--arch, as {lock} has it)"),
+        ArchsFrom::Lock => println!("target {list}: the archs of {lock} (--arch overrides)"),
+        ArchsFrom::Components => {
+            println!("target {list}: the archs {lock}'s components were built for (--arch overrides)")
+        }
+        ArchsFrom::Gpus => println!("target: the GPUs found ({lock} names no archs)"),
+    }
+}

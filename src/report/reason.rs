@@ -359,6 +359,16 @@ pub fn text(r: &Reason) -> String {
         Unprovable { because } => format!("cannot be proven here: {}", text(because)),
         CannotRender { error } => error.clone(),
         Offline { missing } => format!("offline: {}", missing.join("; ")),
+        NoSourceFor {
+            component,
+            version,
+            offered,
+        } => format!(
+            "cannot install {component} {version} again: its recipe has no source for that version (it installs {}); \
+             name one of those (`{component}=={}`)",
+            offered.join(", "),
+            offered.first().map_or("?", String::as_str)
+        ),
         TorchCudaMajor {
             torch_cuda,
             toolkit,

@@ -249,6 +249,14 @@ pub enum Reason {
     CannotRender { error: String },
     /// Offline, and the cache lacks what the build needs.
     Offline { missing: Vec<String> },
+    /// The step would install `version` again, which no recipe entry has a source for (an
+    /// installed version the recipes do not describe): what it installed would be another
+    /// version than the plan says. `offered`: the versions the recipe can install.
+    NoSourceFor {
+        component: String,
+        version: String,
+        offered: Vec<String>,
+    },
     /// torch's cpp_extension refuses a toolkit of another CUDA major than torch's.
     TorchCudaMajor {
         torch_cuda: String,

@@ -69,19 +69,51 @@ pub fn targets(lock: &Lock, targets: &[String], path: &Path) -> Result<Vec<Strin
         .collect()
 }
 
-/// The archs of a locked install: the lock's, or `given` (`--arch`) when it names the same.
-pub fn archs(lock: &Lock, given: Option<&[Arch]>, path: &Path) -> Result<Option<Vec<Arch>>, SessionError> {
-    let locked = &lock.environment.archs;
+/// Where the target archs of a locked install came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArchsFrom {
+    /// `--arch`, naming the lock's.
+    Given,
+    /// The lock's `[environment] archs`.
+    Lock,
+    /// The archs every component kiln installed was built for (a lock written without
+    /// `--arch` on a machine without those GPUs records none in `[environment]`).
+    Components,
+    /// Neither the lock nor `--arch` names any: the GPUs found.
+    Gpus,
+}
+
+/// The one set of archs the components kiln installed were built or installed for, when they
+/// agree on one (components of no arch, like `installed` ones, say nothing).
+pub fn component_archs<'a>(archs: impl IntoIterator<Item = &'a [Arch]>) -> Option<Vec<Arch>> {
+    let mut sets: Vec<&[Arch]> = archs.into_iter().filter(|a| !a.is_empty()).collect();
+    sets.dedup();
+    match sets.as_slice() {
+        [one] => Some(one.to_vec()),
+        _ => None,
+    }
+}
+
+/// The archs of a locked install: the lock's (else those its components were built for), or
+/// `given` (`--arch`) when it names the same. A bundle made for 9.0 and 12.0 installs for both on
+/// a node with one GPU, so that the wheel keys, and the bundled wheels, are the lock's.
+pub fn archs(lock: &Lock, given: Option<&[Arch]>, path: &Path) -> Result<(Option<Vec<Arch>>, ArchsFrom), SessionError> {
+    let (locked, from) = if lock.environment.archs.is_empty() {
+        let of = component_archs(lock.components.iter().map(|c| c.archs.as_slice()));
+        (of.unwrap_or_default(), ArchsFrom::Components)
+    } else {
+        (lock.environment.archs.clone(), ArchsFrom::Lock)
+    };
     let join = |a: &[Arch]| a.iter().map(Arch::to_string).collect::<Vec<_>>().join(",");
     match given {
-        None if locked.is_empty() => Ok(None),
-        None => Ok(Some(locked.clone())),
-        Some(a) if a == locked.as_slice() => Ok(Some(a.to_vec())),
+        None if locked.is_empty() => Ok((None, ArchsFrom::Gpus)),
+        None => Ok((Some(locked), from)),
+        Some(a) if a == locked.as_slice() => Ok((Some(a.to_vec()), ArchsFrom::Given)),
         Some(a) => Err(SessionError::Usage(format!(
             "--arch {} differs from the archs {} locked them for ({}); leave --arch out to use the lock's",
             join(a),
             path.display(),
-            join(locked)
+            join(&locked)
         ))),
     }
 }
@@ -98,6 +130,13 @@ pub fn pin(set: &mut RecipeSet, lock: &Lock, path: &Path) -> Result<(), SessionE
 }
 
 impl Session {
+    /// The archs the installed components in scope were built for, when they agree on one set
+    /// ([`component_archs`]): what `kiln lock` without `--arch` locks them for.
+    pub fn installed_archs(&self) -> Option<Vec<Arch>> {
+        let records: Vec<Locked> = self.scope.iter().filter_map(|(n, _)| self.locked(n)).collect();
+        component_archs(records.iter().map(|l| l.archs.as_slice()))
+    }
+
     /// What is installed for component `name`, as a lock would record it.
     pub fn locked(&self, name: &str) -> Option<Locked> {
         self.installed(name).map(|d| Locked::of(name, d))
@@ -114,7 +153,14 @@ impl Session {
                 continue;
             };
             match (self.installed(&r.name), a.status) {
-                (Some(dist), Status::Ok) => components.push(Locked::of(&a.name, dist)),
+                (Some(dist), Status::Ok) => {
+                    let mut locked = Locked::of(&a.name, dist);
+                    // A prebuilt wheel is locked with where it is, as the recipe offers it.
+                    if let Some(sha) = locked.source.strip_prefix("wheel:") {
+                        locked.wheel_url = lock::offered_url(&r.versions, sha);
+                    }
+                    components.push(locked)
+                }
                 (Some(_), status) => refused.push(Refused {
                     name: a.name.clone(),
                     status: Some(status),
@@ -158,6 +204,31 @@ impl Session {
             self.python.display(),
             self.facts.python.version,
             minor(&lock.environment.python)
+        )))
+    }
+
+    /// What the lock says the node brings itself (`installed`: kiln did not install it, and a
+    /// bundle leaves it out) must be here at the locked version before anything changes: the
+    /// components built against it would otherwise be installed and then fail, leaving the
+    /// node half-changed. Each one missing or at another version is named.
+    pub fn check_brought(&self, lock: &Lock, path: &Path) -> Result<(), SessionError> {
+        let lacking: Vec<String> = lock
+            .components
+            .iter()
+            .filter(|c| c.source == lock::NOT_BY_KILN && self.scope.iter().any(|(n, _)| *n == c.name))
+            .filter_map(|c| match self.installed(&c.name) {
+                Some(d) if d.version == c.version => None,
+                Some(d) => Some(format!("{} {} (here: {})", c.name, c.version, d.version)),
+                None => Some(format!("{} {} (here: not installed)", c.name, c.version)),
+            })
+            .collect();
+        if lacking.is_empty() {
+            return Ok(());
+        }
+        Err(SessionError::Lock(format!(
+            "{} says this environment brings these itself (`installed`: kiln did not install them, a bundle leaves them out), and it does not; nothing was changed:\n  - {}\n  install them as the locked node had them, then run this again",
+            path.display(),
+            lacking.join("\n  - ")
         )))
     }
 

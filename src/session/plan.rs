@@ -23,8 +23,8 @@ impl Session {
     /// preferred (see the module doc). A conflict comes back with its explanation.
     pub fn plan(&self, settings: &Settings) -> Result<Plan, Conflict> {
         let mut memo = WheelMemo::new();
-        let first = self.plan_for(settings, &self.request, &mut memo)?;
-        let mut preferred = self.request.clone();
+        let (base, first) = self.installable(settings, &mut memo)?;
+        let mut preferred = base.clone();
         let mut waiting: Vec<&str> = Vec::new();
         for step in &first.steps {
             let Some(d) = step.prebuilt.as_ref().filter(|d| d.refused_for_pins_only()) else {
@@ -63,6 +63,64 @@ impl Session {
         } else {
             first
         })
+    }
+
+    /// The request and its plan, where every changing step installs a version its recipe has a
+    /// source for. The solver prefers the installed version; a step that must change it (a
+    /// wrong-arch torch 2.7.1+cu126, which no recipe entry describes) would otherwise say
+    /// "reinstall torch 2.7.1" and install the recipe's source, another version (issue 19: plan
+    /// said 2.7.1, install put in 2.14.1). Such versions are solved around (`!=`, preferred);
+    /// where nothing else fits, the step is blocked, naming the versions the recipe has.
+    fn installable(&self, settings: &Settings, memo: &mut WheelMemo) -> Result<(Request, Plan), Conflict> {
+        let first = self.plan_for(settings, &self.request, memo)?;
+        let unmade = |plan: &Plan| -> Vec<(String, String)> {
+            plan.steps
+                .iter()
+                .filter(|s| s.action.changes())
+                .filter_map(|s| {
+                    let v = s.version.as_deref()?;
+                    let r = self.set.get(&s.name)?;
+                    let parsed = v.parse::<pep440_rs::Version>().ok()?;
+                    (!r.describes(&parsed)).then(|| (s.name.clone(), v.to_string()))
+                })
+                .collect()
+        };
+        let stuck = unmade(&first);
+        if stuck.is_empty() {
+            return Ok((self.request.clone(), first));
+        }
+        let mut again = self.request.clone();
+        for (name, v) in stuck.iter().filter(|(n, _)| !self.request.pins.contains_key(n)) {
+            let text = format!("{name}!={v}");
+            let Ok(spec) = format!("!={v}").parse() else { continue };
+            again.prefer.entry(name.clone()).or_insert_with(|| Preference {
+                text,
+                spec,
+                why: format!("{name} {v} is installed, but its recipe has no source to install it again"),
+            });
+        }
+        let (request, mut plan) =
+            match solve::solves(&self.set, &self.facts, &again).then(|| self.plan_for(settings, &again, memo)) {
+                Some(Ok(second)) => (again, second),
+                _ => (self.request.clone(), first),
+            };
+        for (name, v) in unmade(&plan) {
+            let Some(step) = plan.steps.iter_mut().find(|s| s.name == name) else {
+                continue;
+            };
+            let offered = self
+                .set
+                .get(&name)
+                .map_or_else(Vec::new, |r| r.versions.iter().map(|e| e.version.to_string()).collect());
+            step.action = Action::Blocked;
+            step.build = None;
+            step.reasons.push(resolve::Reason::NoSourceFor {
+                component: name.clone(),
+                version: v,
+                offered,
+            });
+        }
+        Ok((request, plan))
     }
 
     /// Chooses versions for `request`, then plans.

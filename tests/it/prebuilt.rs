@@ -128,8 +128,77 @@ fn a_prebuilt_wheel_is_installed_only_when_its_binaries_hold_the_arch() {
         .py("import importlib.metadata as m; print(m.distribution('kiln-fixture-cuda').read_text('kiln.json'))")
         .unwrap();
     let rec: serde_json::Value = serde_json::from_str(&rec).unwrap();
-    assert_eq!(rec["source"], format!("sha256:{}", sha256(&wheel)));
+    assert_eq!(rec["source"], format!("wheel:{}", sha256(&wheel)));
     assert_eq!(rec["wheel_sha256"], sha256(&wheel));
+}
+
+/// After `install` of the recipe's prebuilt wheel, `lock` records the wheel (its sha256 and
+/// URL, not an sdist hash: issue 19 found "the lock has the sdist with sha256 <the wheel's>" and
+/// `install --locked` refusing "cannot be reproduced with these recipes"), and the lock is
+/// reproduced from it: on the same node after the wheel was removed, and from a bundle on a
+/// node that cannot reach it, the wheel installed as it is (nothing compiled).
+#[test]
+fn a_prebuilt_wheel_is_locked_as_a_wheel_and_reproduced_from_the_lock_and_a_bundle() {
+    let w = World::new();
+    let wheels = w.dir.path().join("wheels");
+    let wheel = fixture_wheel(&w, "90;120", &wheels);
+    let (recipes, _, _) = offer(&w, &wheel, "");
+    let kiln = |python: &Path, cache: &Path, args: &[&str]| {
+        crate::common::give_uv(cache);
+        let mut c = crate::common::kiln_bare();
+        c.arg("--recipes").arg(&recipes).arg("--python").arg(python);
+        c.arg("--cache-dir").arg(cache).arg("--no-progress");
+        c.env("CUDA_HOME", cuda()).args(args);
+        c.output().unwrap()
+    };
+    let here = |args: &[&str]| kiln(&w.python, &w.cache, args);
+    let out = here(&["install", "fixture-cuda", "--arch", "12.0"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lockfile = w.dir.path().join("kiln.lock");
+    let lock_arg = lockfile.display().to_string();
+    let out = here(&["lock", "fixture-cuda", "-o", &lock_arg]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written = std::fs::read_to_string(&lockfile).unwrap();
+    let sha = sha256(&wheel);
+    assert!(written.contains(&format!("source = \"wheel:{sha}\"")), "{written}");
+    assert!(
+        written.contains(&format!("wheel_url = \"{}\"", wheel.display())),
+        "{written}"
+    );
+
+    // The same node, the wheel uninstalled: --locked installs it again from the source cache.
+    let status = StdCommand::new(&w.python)
+        .args(["-m", "pip", "uninstall", "-y", "-q", "kiln-fixture-cuda"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = here(&["install", "--json", "--locked", "--lock", &lock_arg]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["lock"]["reproduced"], true, "{v}");
+
+    // A bundle, on a node whose only copy of the wheel is the bundle's (the original is gone).
+    let bundle = w.dir.path().join("b.tar");
+    let out = here(&["bundle", "--lock", &lock_arg, "-o", &bundle.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    std::fs::remove_file(&wheel).unwrap();
+    let node = crate::common::venv(&w.dir.path().join("node"));
+    let out = kiln(
+        &node,
+        &w.dir.path().join("node-cache"),
+        &["install", "--json", "--bundle", &bundle.display().to_string()],
+    );
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["lock"]["reproduced"], true, "{v}");
+    let o = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "fixture-cuda")
+        .unwrap();
+    assert_eq!(o["action"], "install", "the wheel as it is, not a build: {v}");
+    assert_eq!(o["source"], format!("wheel:{sha}"), "{v}");
 }
 
 #[test]

@@ -1,0 +1,180 @@
+//! `install` runs exactly the plan it shows: for every kind of step (build, rebuild, install,
+//! reinstall, keep) the action and version `plan --json` says are what `install --json` did and
+//! what is installed afterwards, the source included. Ground truth: issue 19, "Plan and install
+//! disagree": on a venv with torch 2.7.1+cu126, `plan torch` said "reinstall torch 2.7.1" and
+//! `install torch` installed 2.14.1 (`index:torch==2.14.1`): the solver kept the installed
+//! version, which no recipe entry has a source for, and the install took the recipe's first.
+//! Stand-ins play the installed versions the recipes do not describe; six is a real PyPI wheel.
+
+use std::collections::BTreeMap;
+
+use crate::common::{World, stand_in, stdout_json, text};
+
+/// A recipe installing six's PyPI wheels, as torch's installs torch's: two versions by index
+/// requirement (https://pypi.org/project/six/1.17.0/, /1.16.0/), `six.moves` imported.
+const SIX: &str = r#"[package]
+name = "fixture-six"
+dist = "six"
+accepts = ">=1.10"
+summary = "test fixture: a binary wheel from the index"
+
+[[versions]]
+version = "1.17.0"
+wheel = "six==1.17.0"
+
+[[versions]]
+version = "1.16.0"
+wheel = "six==1.16.0"
+
+[verify]
+imports = ["six", "six.moves"]
+"#;
+
+/// (action, version) of each step of `plan --json` for `targets`.
+fn planned(w: &World, targets: &[&str]) -> BTreeMap<String, (String, Option<String>)> {
+    let out = w.kiln().args(["plan", "--json"]).args(targets).output().unwrap();
+    let v = stdout_json(&out);
+    v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let version = s["version"].as_str().map(str::to_string);
+            (
+                s["name"].as_str().unwrap().to_string(),
+                (s["action"].as_str().unwrap().to_string(), version),
+            )
+        })
+        .collect()
+}
+
+/// Installs `targets`; each outcome's action, and the version of every component afterwards.
+fn installed(w: &World, targets: &[&str]) -> (serde_json::Value, BTreeMap<String, String>) {
+    let out = w.kiln().args(["install", "--json"]).args(targets).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    let doctor = stdout_json(&w.kiln().args(["doctor", "--json"]).args(targets).output().unwrap());
+    let versions = doctor["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| Some((c["name"].as_str()?.to_string(), c["version"].as_str()?.to_string())))
+        .collect();
+    (v, versions)
+}
+
+/// Every changing step was carried out as planned, and each planned version is the one there.
+fn same(plan: &BTreeMap<String, (String, Option<String>)>, v: &serde_json::Value, versions: &BTreeMap<String, String>) {
+    let outcomes = v["outcomes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for (name, (action, version)) in plan {
+        let o = outcomes.iter().find(|o| o["name"] == name.as_str());
+        if action == "keep" {
+            assert!(
+                o.is_none_or(|o| o["result"] == "kept"),
+                "{name} was planned to be kept: {v}"
+            );
+            continue;
+        }
+        let o = o.unwrap_or_else(|| panic!("{name}: planned {action}, not carried out: {v}"));
+        assert_eq!(o["action"], action.as_str(), "{name}: {v}");
+        assert_eq!(o["result"], "done", "{name}: {v}");
+        let want = version.as_deref().unwrap();
+        assert_eq!(
+            versions.get(name).map(String::as_str),
+            Some(want),
+            "{name}: planned {want}: {versions:?}"
+        );
+        if let Some(req) = o["source"].as_str().and_then(|s| s.strip_prefix("index:")) {
+            assert!(
+                req.ends_with(&format!("=={want}")),
+                "{name}: planned {want}, installed {req}"
+            );
+        }
+    }
+}
+
+#[test]
+fn install_carries_out_the_plan_it_shows_for_every_kind_of_step() {
+    let w = World::new();
+    w.write("recipes/fixture-six.toml", SIX);
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.0.0\"\naccepts = \">=0.9\"",
+    );
+    // Installed at versions no recipe entry describes, and broken (their imports lack a module).
+    stand_in(
+        &w.python,
+        w.dir.path(),
+        "kiln-fixture-pure",
+        "0.9.0",
+        "kiln_fixture_pure",
+        &[],
+    );
+    stand_in(&w.python, w.dir.path(), "six", "1.15.0", "six", &[]);
+
+    // rebuild, build, reinstall.
+    let targets = ["fixture-pure", "fixture-cext", "fixture-six"];
+    let plan = planned(&w, &targets);
+    let action = |n: &str| plan[n].0.as_str();
+    assert_eq!(
+        (action("fixture-pure"), action("fixture-cext"), action("fixture-six")),
+        ("rebuild", "build", "reinstall"),
+        "{plan:?}"
+    );
+    assert_eq!(
+        plan["fixture-pure"].1.as_deref(),
+        Some("1.0.0"),
+        "the version its source builds: {plan:?}"
+    );
+    assert_eq!(plan["fixture-six"].1.as_deref(), Some("1.17.0"), "{plan:?}");
+    let (v, versions) = installed(&w, &targets);
+    same(&plan, &v, &versions);
+
+    // keep, build, install.
+    let status = std::process::Command::new(&w.python)
+        .args(["-m", "pip", "uninstall", "-y", "-q", "six"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let targets = ["fixture-app", "fixture-six"];
+    let plan = planned(&w, &targets);
+    let action = |n: &str| plan[n].0.as_str();
+    assert_eq!(
+        (action("fixture-pure"), action("fixture-app"), action("fixture-six")),
+        ("keep", "build", "install"),
+        "{plan:?}"
+    );
+    let (v, versions) = installed(&w, &targets);
+    same(&plan, &v, &versions);
+}
+
+/// An installed version no recipe entry describes, adopted (not named, not `--allow-replace`):
+/// it cannot be replaced and cannot be installed again, so the step is blocked, naming the
+/// versions the recipe has, and nothing is installed.
+#[test]
+fn a_step_that_would_install_another_version_than_it_shows_is_blocked() {
+    let w = World::new();
+    w.write("recipes/fixture-six.toml", SIX);
+    w.write(
+        "recipes/fixture-needs-six.toml",
+        "[package]\nname = \"fixture-needs-six\"\ndist = \"kiln-fixture-pure\"\nversion = \"1.0.0\"\n\
+         summary = \"test fixture\"\n\n[source]\npath = \"../packages/kiln-fixture-pure\"\n\n\
+         [depends]\nfixture-six = \">=1.10\"\n\n[verify]\nimports = [\"kiln_fixture_pure\"]\n",
+    );
+    stand_in(&w.python, w.dir.path(), "six", "1.15.0", "six", &[]);
+    let out = w
+        .kiln()
+        .args(["plan", "--json", "fixture-needs-six==1.0.0", "fixture-six==1.15.0"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let s = crate::common::step(&v, "fixture-six");
+    assert_eq!(s["action"], "blocked", "{s}");
+    assert_eq!(s["version"], "1.15.0", "{s}");
+    let reason = s["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("cannot install fixture-six 1.15.0 again: its recipe has no source for that version (it installs 1.17.0, 1.16.0)"),
+        "{reason}"
+    );
+}
