@@ -4,6 +4,7 @@
 //! `plan` decides what to do about it, in dependency order. Nothing here prints or touches disk.
 
 pub mod driver;
+pub mod driver_table;
 pub mod jit;
 pub mod kernels;
 pub mod need;

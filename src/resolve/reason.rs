@@ -115,6 +115,19 @@ pub enum Reason {
         driver_source: String,
         rule: &'static str,
     },
+    /// The driver here cannot drive a GPU of a target arch: the arch's first CUDA release
+    /// needs a newer driver branch ([`super::driver_table`]).
+    DriverCannotDrive {
+        subject: String,
+        arch: Arch,
+        driver: String,
+        driver_source: String,
+        /// The first CUDA release, its driver and branch that support the arch.
+        needs_cuda: String,
+        needs_driver: &'static str,
+        needs_branch: String,
+        source: &'static str,
+    },
     /// It runs only by minor version compatibility (a newer minor than the driver's).
     MinorCompatibility {
         runtime: String,
@@ -152,6 +165,13 @@ pub enum Reason {
     },
     /// No GPU of a target arch here: the smoke test did not run.
     SmokeNotRun { script: String },
+    /// A GPU of a target arch is here, but no driver that can drive it: the smoke test could
+    /// not run (`driver` = `None`: no NVIDIA driver found; else the one found, too old).
+    SmokeNeedsDriver {
+        script: String,
+        archs: Vec<Arch>,
+        driver: Option<String>,
+    },
     /// The JIT proof could not run here (`why`: what it lacked, e.g. a toolkit).
     JitNotProven { why: String },
     /// The JIT proof was left out (`--no-jit-proof`).
@@ -274,7 +294,12 @@ impl Reason {
     pub fn status(&self) -> Status {
         use Reason::*;
         match self {
-            ToolkitTooOld { .. } | NoToolkit { .. } | DriverTooOld { .. } | JitNotProven { .. } => Status::Blocked,
+            ToolkitTooOld { .. }
+            | NoToolkit { .. }
+            | DriverTooOld { .. }
+            | DriverCannotDrive { .. }
+            | SmokeNeedsDriver { .. }
+            | JitNotProven { .. } => Status::Blocked,
             ArchUnsupported { .. } | PythonUnsupported { .. } => Status::Unsupported,
             NotInstalled { .. } => Status::Missing,
             ImportFailed { .. } | SmokeFailed { .. } | JitFailed { .. } | SharedImportPackage { .. } => Status::Broken,

@@ -301,23 +301,16 @@ fn arch_check(
     Some(c)
 }
 
-/// The driver's verdict on the CUDA runtime the component is built for (see
-/// [`driver::verdict`]); `None` when it runs, or nothing is known of either.
-fn driver_check(dist: &crate::probe::python::Dist, bins: Option<&Binaries>, ev: &Evidence) -> Option<Reason> {
-    let drv = ev.machine.driver_cuda.as_ref()?;
+/// The driver's verdicts on the component (see [`driver::verdicts`]): on the CUDA runtime it is
+/// built for, and on the target archs when it holds CUDA code.
+fn driver_check(dist: &crate::probe::python::Dist, bins: Option<&Binaries>, ev: &Evidence) -> Vec<Reason> {
     let torch = (normalize(&dist.name) == "torch")
         .then(|| ev.python.torch.as_ref().and_then(|t| t.cuda.as_deref()))
-        .flatten()
-        .and_then(|c| driver::Runtime::parse(c, "torch.version.cuda"));
-    let linked = bins.and_then(|b| b.cudart).map(|m| driver::Runtime {
-        major: m,
-        minor: None,
-        source: format!("its binaries link libcudart.so.{m}"),
-    });
-    let rt = torch
-        .or_else(|| driver::Runtime::from_label(&dist.version))
-        .or(linked)?;
-    driver::verdict(&format!("{} {}", dist.name, dist.version), &rt, drv)
+        .flatten();
+    let rt = driver::runtime_of(&dist.version, torch, bins.and_then(|b| b.cudart));
+    let cuda = bins.is_some_and(|b| !b.cuda.is_empty());
+    let subject = format!("{} {}", dist.name, dist.version);
+    driver::verdicts(&subject, rt.as_ref(), cuda, ev.machine, ev.archs)
 }
 
 /// The version checks: the recipe's `accepts`, and each dependent's requirement in scope.
@@ -472,7 +465,10 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
                 archs: ev.smoke_archs.to_vec(),
                 seconds: s.seconds,
             },
-            None => Reason::SmokeNotRun { script },
+            None => match driver::smoke_blocked(ev.machine, ev.archs, ev.smoke_archs) {
+                Some((archs, driver)) => Reason::SmokeNeedsDriver { script, archs, driver },
+                None => Reason::SmokeNotRun { script },
+            },
         });
     }
     reasons.extend(stale_reasons(dist, ev));

@@ -128,7 +128,8 @@ impl Session {
     pub fn open(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
         let (wanted, pins) = targets::parse(&set, targets)?;
         let (python, python_source) = python::choose(settings.python.as_deref()).map_err(SessionError::Python)?;
-        let machine = probe::cache::machine_facts(&settings.cache_dir, settings.refresh, probe::machine::probe);
+        let mut machine = probe::cache::machine_facts(&settings.cache_dir, settings.refresh, probe::machine::probe);
+        resolve::driver_table::complete(&mut machine).map_err(|e| SessionError::Usage(e.to_string()))?;
         let (archs, arch_source) = match &settings.archs {
             Some(a) => (a.clone(), "--arch".to_string()),
             None => (machine.gpu_archs(), format!("GPUs ({})", machine.gpu_source)),
