@@ -119,6 +119,9 @@ pub struct Session {
     pub locked_wheels: BTreeMap<String, String>,
     /// The backends the user needs (`--need`), checked against the recipes in scope.
     pub needs: Vec<resolve::need::Need>,
+    /// The components the user asked for and everything they need (empty when no target was
+    /// given: every recipe is then in scope, but none is asked for).
+    pub asked: Vec<String>,
 }
 
 impl Session {
@@ -127,6 +130,11 @@ impl Session {
     /// `settings.refresh`), and assesses each component in scope.
     pub fn open(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
         let (wanted, pins) = targets::parse(&set, targets)?;
+        let asked = if targets.is_empty() {
+            Vec::new()
+        } else {
+            set.closure(&wanted).into_iter().map(|(n, _)| n).collect()
+        };
         let (python, python_source) = python::choose(settings.python.as_deref()).map_err(SessionError::Python)?;
         let mut machine = probe::cache::machine_facts(&settings.cache_dir, settings.refresh, probe::machine::probe);
         resolve::driver_table::complete(&mut machine).map_err(|e| SessionError::Usage(e.to_string()))?;
@@ -163,6 +171,7 @@ impl Session {
             probe_sources: found.sources,
             locked_wheels: BTreeMap::new(),
             needs,
+            asked,
         };
         s.assessments = s.assess(&s.facts, &s.scope);
         Ok(s)
@@ -233,6 +242,7 @@ impl Session {
             smoke_archs: &self.smoke_archs,
             jit,
             needs: &self.needs,
+            asked: &self.asked,
         }
     }
 

@@ -132,3 +132,50 @@ fn a_smoke_test_that_cannot_run_names_the_driver() {
 fn which(tool: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
+
+/// `outdated` only from what is there or asked: SGLang 0.5.23 and sglang-kernel 0.4.10 pin torch
+/// 2.14.1 (upstream's pins, recipes/sglang.toml and recipes/sglang-kernel.toml); flash-attn
+/// 2.8.3.post2 compiles only below torch 2.14 (its setup.py:201,220 `-std=c++17` against
+/// torch 2.14's `ATen.h:4-5` C++20 `#error`, recipes/flash-attn.toml). With flash-attn neither
+/// installed nor asked for, its bound says nothing of the installed torch.
+#[test]
+fn a_component_nobody_installed_or_asked_for_does_not_judge_the_installed_ones() {
+    let w = World::new();
+    stand_in(&w.python, w.dir.path(), "torch", "2.14.1", "torch", &[]);
+    let doctor = |targets: &[&str]| {
+        let mut c = w.kiln_with(&recipes());
+        c.env_remove("KILN_DRIVER_CUDA")
+            .args(["doctor", "--json"])
+            .args(targets);
+        stdout_json(&c.output().unwrap())
+    };
+    let v = doctor(&[]);
+    let t = component(&v, "torch");
+    assert_eq!(t["status"], "ok", "{t}");
+    assert!(!t["evidence"].as_str().unwrap().contains("flash-attn"), "{t}");
+    // Asked for, flash-attn's bound is the user's concern: torch 2.14.1 is outdated for it.
+    let v = doctor(&["flash-attn"]);
+    let t = component(&v, "torch");
+    assert_eq!(t["status"], "outdated", "{t}");
+    assert!(
+        t["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("have 2.14.1, flash-attn needs torch >=2.7,<2.14"),
+        "{t}"
+    );
+    // And plain `kiln lock` locks the environment instead of refusing torch as outdated.
+    let lockfile = w.dir.path().join("kiln.lock");
+    let out = w
+        .kiln_with(&recipes())
+        .env_remove("KILN_DRIVER_CUDA")
+        .args(["lock", "-o"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(!err.contains("outdated"), "{err}");
+    assert!(out.status.success(), "{err}");
+    let lock = std::fs::read_to_string(&lockfile).unwrap();
+    assert!(lock.contains("torch"), "{lock}");
+}
