@@ -168,6 +168,18 @@ pub fn text(r: &Reason) -> String {
              driver of the CUDA {runtime_major} family ({rule}); install a newer NVIDIA driver, or a build \
              of {subject} for CUDA {driver_major}"
         ),
+        CompanionIgnored {
+            component,
+            version,
+            companion,
+            companion_version,
+            source,
+        } => format!(
+            "{companion} {companion_version} is installed, and {component} {version} uses only {companion} \
+             {version}: it ignores it and downloads or compiles what it holds instead{}; install \
+             {companion}=={version}, or uninstall it",
+            source.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
         DriverCannotDrive {
             subject,
             arch,

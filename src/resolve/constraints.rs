@@ -3,8 +3,9 @@
 //! something a target needs). A recipe in scope that is neither says nothing of what is
 //! installed: with no target every recipe is in scope, and flash-attn's `torch < 2.14`
 //! (recipes/flash-attn.toml) must not make an installed torch 2.14.1 `outdated` where nobody
-//! installed or named flash-attn. It deliberately ignores the installed distributions' own
-//! `Requires-Dist` (the solver weighs those).
+//! installed or named flash-attn. A component's `companions` (distributions it uses only at
+//! exactly its own version) installed at another version are named too. It deliberately
+//! ignores the installed distributions' own `Requires-Dist` (the solver weighs those).
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -69,4 +70,25 @@ pub fn version_reasons(r: &Recipe, dist: &crate::probe::python::Dist, constraint
         });
     }
     out
+}
+
+/// Each of the recipe's companions installed at another version than `dist`'s: the component
+/// ignores it ([`Reason::CompanionIgnored`]).
+pub fn companion_reasons(
+    r: &Recipe,
+    dist: &crate::probe::python::Dist,
+    py: &crate::probe::python::PythonFacts,
+) -> Vec<Reason> {
+    r.companions
+        .iter()
+        .filter_map(|c| py.dists.get(&crate::probe::normalize(c)))
+        .filter(|c| c.version != dist.version)
+        .map(|c| Reason::CompanionIgnored {
+            component: r.name.clone(),
+            version: dist.version.clone(),
+            companion: c.name.clone(),
+            companion_version: c.version.clone(),
+            source: r.companions_why.clone(),
+        })
+        .collect()
 }

@@ -104,6 +104,15 @@ pub enum Reason {
         accepts: String,
         by: Option<String>,
     },
+    /// A distribution the component uses only at exactly its own version is installed at
+    /// another: the component ignores it (`source`: the recipe's `companions_why`).
+    CompanionIgnored {
+        component: String,
+        version: String,
+        companion: String,
+        companion_version: String,
+        source: Option<String>,
+    },
     /// The driver cannot run the CUDA runtime the component is built for ([`super::driver`]).
     DriverTooOld {
         subject: String,
@@ -303,7 +312,7 @@ impl Reason {
             ArchUnsupported { .. } | PythonUnsupported { .. } => Status::Unsupported,
             NotInstalled { .. } => Status::Missing,
             ImportFailed { .. } | SmokeFailed { .. } | JitFailed { .. } | SharedImportPackage { .. } => Status::Broken,
-            VersionUnreadable { .. } | VersionNotAccepted { .. } => Status::Outdated,
+            VersionUnreadable { .. } | VersionNotAccepted { .. } | CompanionIgnored { .. } => Status::Outdated,
             ImagesMissing { .. } | JitWrongArch { .. } => Status::WrongArch,
             BuiltAgainst { .. } | OtherSource { .. } => Status::Stale,
             _ => Status::Ok,

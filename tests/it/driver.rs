@@ -179,3 +179,55 @@ fn a_component_nobody_installed_or_asked_for_does_not_judge_the_installed_ones()
     let lock = std::fs::read_to_string(&lockfile).unwrap();
     assert!(lock.contains("torch"), "{lock}");
 }
+
+/// flashinfer uses flashinfer-cubin only at exactly its own version: flashinfer 0.7.2's
+/// `flashinfer/jit/env.py:79-90` compares `flashinfer_cubin.__version__` with its own and
+/// `:119-127` logs "Ignoring incompatible flashinfer-cubin package" and downloads the cubins on
+/// demand instead (read in the PyPI wheel flashinfer_python-0.7.2-py3-none-any.whl).
+#[test]
+fn a_flashinfer_cubin_of_another_version_is_named_on_flashinfer() {
+    let w = World::new();
+    stand_in(&w.python, w.dir.path(), "flashinfer-python", "0.7.2", "flashinfer", &[]);
+    stand_in(
+        &w.python,
+        w.dir.path(),
+        "flashinfer-cubin",
+        "0.6.8.post1",
+        "flashinfer_cubin",
+        &[],
+    );
+    let doctor = || {
+        let mut c = w.kiln_with(&recipes());
+        c.env_remove("KILN_DRIVER_CUDA")
+            .args(["doctor", "--json", "flashinfer"]);
+        stdout_json(&c.output().unwrap())
+    };
+    let v = doctor();
+    let f = component(&v, "flashinfer");
+    let kinds: Vec<&str> = f["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"companion-ignored"), "{f}");
+    assert_eq!(f["status"], "outdated", "{f}");
+    assert!(
+        f["evidence"].as_str().unwrap().contains(
+            "flashinfer-cubin 0.6.8.post1 is installed, and flashinfer 0.7.2 uses only flashinfer-cubin 0.7.2: it ignores it"
+        ),
+        "{f}"
+    );
+    // The matching version: nothing to say.
+    stand_in(
+        &w.python,
+        w.dir.path(),
+        "flashinfer-cubin",
+        "0.7.2",
+        "flashinfer_cubin",
+        &[],
+    );
+    let v = doctor();
+    let f = component(&v, "flashinfer");
+    assert!(!f.to_string().contains("companion-ignored"), "{f}");
+}
