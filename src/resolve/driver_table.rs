@@ -90,8 +90,11 @@ const fn row(major: u64, minor: u64, driver: &'static str) -> Row {
     }
 }
 
+/// A GPU arch, the first CUDA release that supports it, and the source.
+type ArchRow = ((u32, u32), (u64, u64), &'static str);
+
 /// The first CUDA release that supports each GPU arch, and its source.
-const ARCH_CUDA: &[((u32, u32), (u64, u64), &str)] = &[
+const ARCH_CUDA: &[ArchRow] = &[
     ((8, 0), (11, 0), "CUDA 11.0 release notes: sm_80 (Ampere)"),
     ((8, 6), (11, 1), "CUDA 11.1 release notes: sm_86"),
     ((8, 9), (11, 8), "CUDA 11.8 release notes: sm_89 (Ada)"),
@@ -220,20 +223,22 @@ impl std::fmt::Display for Impossible {
 /// version alone is known, sourced to the table; and checks a CUDA version an override gave
 /// (`KILN_DRIVER_VERSION`, `KILN_DRIVER_CUDA`) against the driver's row. What nvidia-smi said of
 /// both is taken as it is.
-pub fn complete(m: &mut MachineFacts) -> Result<(), Impossible> {
+pub fn complete(m: &mut MachineFacts) -> Result<(), Box<Impossible>> {
     let Some(driver) = &m.driver else { return Ok(()) };
     let Some(version) = lenient(&driver.value) else {
         return Ok(());
     };
     match &m.driver_cuda {
         Some(cuda) if driver.source.starts_with("KILN_") || cuda.source.starts_with("KILN_") => {
-            consistent(&version, &cuda.value).map_err(|(row, next)| Impossible {
-                driver: driver.value.clone(),
-                driver_source: driver.source.clone(),
-                cuda: format!("{}.{}", cuda.value.major, cuda.value.minor),
-                cuda_source: cuda.source.clone(),
-                row,
-                next,
+            consistent(&version, &cuda.value).map_err(|(row, next)| {
+                Box::new(Impossible {
+                    driver: driver.value.clone(),
+                    driver_source: driver.source.clone(),
+                    cuda: format!("{}.{}", cuda.value.major, cuda.value.minor),
+                    cuda_source: cuda.source.clone(),
+                    row,
+                    next,
+                })
             })
         }
         Some(_) => Ok(()),
