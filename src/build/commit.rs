@@ -264,8 +264,8 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
             .collect();
         return Err((fail(StepError::Imports(texts)), Box::new(Fault::Imports(failed))));
     }
-    // Where a GPU of the target arch is here, the kernels must also run.
-    if !crate::probe::smoke::runnable_archs(&cx.machine.gpu_archs(), &plan.archs).is_empty()
+    // Where a GPU of the target arch is here and the driver can drive it, the kernels must also run.
+    if !crate::resolve::driver::smoke_archs(cx.machine, &plan.archs).is_empty()
         && let Some(smoke) = &r.smoke
     {
         let script = crate::probe::smoke::Script {

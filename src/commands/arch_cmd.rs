@@ -13,7 +13,11 @@ pub fn run(settings: &Settings, a: &ArchArgs) -> CmdResult {
     let targets = settings.archs.clone().unwrap_or_default();
     let driver_cuda = match &a.driver_cuda {
         Some(v) => Some(lenient_semver(v).ok_or_else(|| Failure::Usage(format!("`{v}` is not a CUDA version")))?),
-        None if !targets.is_empty() => crate::probe::machine::probe().driver_cuda.map(|d| d.value),
+        None if !targets.is_empty() => {
+            let mut m = crate::probe::machine::probe();
+            crate::resolve::driver_table::complete(&mut m).map_err(|e| Failure::Usage(e.to_string()))?;
+            m.driver_cuda.map(|d| d.value)
+        }
         None => None,
     };
     let mut files = Vec::new();

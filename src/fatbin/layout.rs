@@ -69,34 +69,76 @@ fn align8(x: u64) -> u64 {
     x.saturating_add(7) & !7
 }
 
-/// Finds and walks every fatbin in `data`.
-pub(super) fn locate(data: &[u8], name: &str) -> Result<Vec<Fatbin>, FatbinError> {
+/// The fatbins of a file, and whether it is relocatable (an ELF `ET_REL` object, or an archive
+/// of them): an input to linking rather than what the runtime loads.
+pub(super) struct Located {
+    pub fatbins: Vec<Fatbin>,
+    pub relocatable: bool,
+}
+
+/// Finds and walks every fatbin in `data`: a raw fatbin, an ELF file, or an `ar` archive of ELF
+/// objects (each member's fatbins, at their offsets in the archive).
+pub(super) fn locate(data: &[u8], name: &str) -> Result<Located, FatbinError> {
     let r = Reader { data, name };
     if data.len() >= 4 && u32::from_le_bytes([data[0], data[1], data[2], data[3]]) == FATBIN_MAGIC {
-        return walk_region(&r, "file", 0, data.len() as u64);
+        return Ok(Located {
+            fatbins: walk_region(&r, "file", 0, data.len() as u64)?,
+            relocatable: false,
+        });
     }
     let bad = |m: String| FatbinError {
         path: name.to_string(),
         offset: None,
         message: m,
     };
-    let sections: Vec<(String, u64, u64)> = match FileKind::parse(data) {
+    if let Ok(FileKind::Archive) = FileKind::parse(data) {
+        let archive = object::read::archive::ArchiveFile::parse(data).map_err(|e| bad(format!("bad archive: {e}")))?;
+        let mut fatbins = Vec::new();
+        for member in archive.members() {
+            let member = member.map_err(|e| bad(format!("bad archive member: {e}")))?;
+            let (base, size) = member.file_range();
+            let bytes = r.bytes(base, size)?;
+            // Members that are not ELF objects (a symbol table, text) hold no device code.
+            let Ok((sections, _)) = elf_sections(bytes, &bad) else {
+                continue;
+            };
+            for (sec, off, len) in sections {
+                let at = base.saturating_add(off);
+                fatbins.extend(walk_region(&r, &sec, at, at.saturating_add(len))?);
+            }
+        }
+        return Ok(Located {
+            fatbins,
+            relocatable: true,
+        });
+    }
+    let (sections, relocatable) = elf_sections(data, &bad)?;
+    let mut fatbins = Vec::new();
+    for (sec, off, size) in sections {
+        fatbins.extend(walk_region(&r, &sec, off, off.saturating_add(size))?);
+    }
+    Ok(Located { fatbins, relocatable })
+}
+
+/// The fatbin sections of an ELF file (offsets within `data`), and whether it is `ET_REL`.
+#[allow(clippy::type_complexity)]
+fn elf_sections(
+    data: &[u8],
+    bad: &dyn Fn(String) -> FatbinError,
+) -> Result<(Vec<(String, u64, u64)>, bool), FatbinError> {
+    let rel = |k: object::ObjectKind| k == object::ObjectKind::Relocatable;
+    match FileKind::parse(data) {
         Ok(FileKind::Elf64) => {
             let f = ElfFile64::<Endianness>::parse(data).map_err(|e| bad(format!("bad ELF: {e}")))?;
-            nv_sections(f.sections())
+            Ok((nv_sections(f.sections()), rel(f.kind())))
         }
         Ok(FileKind::Elf32) => {
             let f = ElfFile32::<Endianness>::parse(data).map_err(|e| bad(format!("bad ELF: {e}")))?;
-            nv_sections(f.sections())
+            Ok((nv_sections(f.sections()), rel(f.kind())))
         }
-        Ok(other) => return Err(bad(format!("not an ELF file or a fatbin ({other:?})"))),
-        Err(_) => return Err(bad("not an ELF file or a fatbin".into())),
-    };
-    let mut out = Vec::new();
-    for (sec, off, size) in sections {
-        out.extend(walk_region(&r, &sec, off, off.saturating_add(size))?);
+        Ok(other) => Err(bad(format!("not an ELF file, an archive or a fatbin ({other:?})"))),
+        Err(_) => Err(bad("not an ELF file, an archive or a fatbin".into())),
     }
-    Ok(out)
 }
 
 fn nv_sections<'d, S: ObjectSection<'d>>(sections: impl Iterator<Item = S>) -> Vec<(String, u64, u64)> {
@@ -374,7 +416,7 @@ mod tests {
         f.extend((e.len() as u64).to_le_bytes());
         f.extend(e);
         data.extend(f);
-        let fatbins = locate(&data, "t").unwrap();
+        let fatbins = locate(&data, "t").unwrap().fatbins;
         assert_eq!(fatbins.len(), 2);
         assert!(fatbins[0].images.is_empty());
         assert_eq!(fatbins[1].images[0].name(), "compute_120");

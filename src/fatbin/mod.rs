@@ -15,6 +15,17 @@
 //! naming the file and the offset, never a panic. Payloads are decompressed (LZ4 block, zstd
 //! frame) only on request ([`payload`]), with the output size bounded.
 //!
+//! Relocatable device code (`nvcc -rdc=true`) sits in `__nv_relfatbin`
+//! (`FATBIN_PRELINK_DATA_SECTION_NAME` in CUDA's `include/fatbinary_section.h`): cubins of ELF
+//! type `ET_REL`, input to device linking. What they count for depends on the file that holds
+//! them. In a linked binary (a shared library, an executable) the runtime loads the device-linked
+//! image in `.nv_fatbin` and never the relocatable copies left beside it, so they are listed but
+//! do not count. In a relocatable object (an ELF `ET_REL` `.o`, or an `ar` archive of them, as
+//! wheels ship for device linking) they are what the object holds: device linking turns exactly
+//! those cubins into the loadable image of whatever links it, so they are its images, and the
+//! report says the file is relocatable. NVIDIA's `cuobjdump` lists them the same way for a `.o`
+//! (`tests/it/fatbin.rs` compares the two).
+//!
 //! It deliberately ignores what the kernels are (names, registers) and whether they can run on a
 //! device (that is `arch::run`).
 
@@ -45,9 +56,8 @@ pub struct Fatbin {
 }
 
 impl Fatbin {
-    /// Whether the runtime loads it. `__nv_relfatbin` holds relocatable cubins from `-rdc`, input
-    /// to device linking only (`FATBIN_PRELINK_DATA_SECTION_NAME` in CUDA's
-    /// `include/fatbinary_section.h`): listed, but not counted as loadable code.
+    /// Whether the runtime loads it from a linked binary as it is: `__nv_relfatbin` holds
+    /// relocatable cubins from `-rdc`, input to device linking only.
     pub fn loadable(&self) -> bool {
         self.section != "__nv_relfatbin"
     }
@@ -63,18 +73,23 @@ pub struct UnknownEntry {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileReport {
     pub path: String,
-    /// Distinct SASS targets the runtime can load, sorted: `sm_90`, `sm_120a`, ...
+    /// Distinct SASS targets it holds, sorted: `sm_90`, `sm_120a`, ... (see [`FileReport::images`]).
     pub sass: Vec<String>,
     /// Distinct PTX targets, sorted: `compute_120f`, ...
     pub ptx: Vec<String>,
     pub fatbins: Vec<Fatbin>,
+    /// A relocatable object (ELF `ET_REL`, or an archive of them): its `-rdc` images count, and
+    /// they load once device-linked into a binary.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relocatable: bool,
 }
 
 impl FileReport {
-    fn new(path: &str, fatbins: Vec<Fatbin>) -> FileReport {
+    fn new(path: &str, fatbins: Vec<Fatbin>, relocatable: bool) -> FileReport {
         let mut sass: Vec<(u32, String)> = Vec::new();
         let mut ptx: Vec<(u32, String)> = Vec::new();
-        for img in fatbins.iter().filter(|f| f.loadable()).flat_map(|f| f.images.iter()) {
+        let counted = fatbins.iter().filter(|f| relocatable || f.loadable());
+        for img in counted.flat_map(|f| f.images.iter()) {
             let list = match img.kind {
                 ImageKind::Cubin => &mut sass,
                 ImageKind::Ptx => &mut ptx,
@@ -91,14 +106,17 @@ impl FileReport {
             sass: sass.into_iter().map(|(_, n)| n).collect(),
             ptx: ptx.into_iter().map(|(_, n)| n).collect(),
             fatbins,
+            relocatable,
         }
     }
 
-    /// Every image the CUDA runtime can load (not the relocatable `-rdc` inputs).
+    /// Every image the run rules judge: what the CUDA runtime loads from a linked binary (not
+    /// the relocatable `-rdc` copies), or, for a relocatable object, every image it holds (its
+    /// `-rdc` ones load once device-linked).
     pub fn images(&self) -> impl Iterator<Item = &Image> {
         self.fatbins
             .iter()
-            .filter(|f| f.loadable())
+            .filter(|f| self.relocatable || f.loadable())
             .flat_map(|f| f.images.iter())
     }
 
@@ -153,8 +171,8 @@ pub fn read_file(path: &Path) -> Result<FileReport, FatbinError> {
 /// Reads the fatbins in `data` (an ELF file or a raw fatbin), naming it `name` in errors.
 pub fn read_bytes(data: &[u8], name: &str) -> Result<FileReport, FatbinError> {
     if let Some(bare) = cubin::bare(data, name) {
-        return Ok(FileReport::new(name, bare?));
+        return Ok(FileReport::new(name, bare?, false));
     }
-    let fatbins = layout::locate(data, name)?;
-    Ok(FileReport::new(name, fatbins))
+    let found = layout::locate(data, name)?;
+    Ok(FileReport::new(name, found.fatbins, found.relocatable))
 }

@@ -1,5 +1,6 @@
-//! The CUDA binaries a distribution installed: every shared object its `RECORD` lists, with the
-//! SASS and PTX their fatbins hold (read by [`crate::fatbin`], headers only).
+//! The CUDA binaries a distribution installed: every shared object, relocatable object (`.o`)
+//! and static archive (`.a`) its `RECORD` lists, with the SASS and PTX their fatbins hold (read
+//! by [`crate::fatbin`], headers only; an object's `-rdc` images count, see its docs).
 //!
 //! It also describes a file's loadable images in the arch vocabulary ([`kernel_images`]), so that
 //! the run rules (`arch::run`) judge them without knowing the fatbin format.
@@ -30,7 +31,13 @@ pub struct Binaries {
     pub cudart: Option<u64>,
 }
 
-/// Reads every `.so` listed in the distribution's RECORD.
+/// Whether a path names a file that can hold device code: a shared object, an object or an
+/// archive.
+pub fn may_hold_cuda(path: &str) -> bool {
+    path.ends_with(".so") || path.contains(".so.") || path.ends_with(".o") || path.ends_with(".a")
+}
+
+/// Reads every `.so`, `.o` and `.a` listed in the distribution's RECORD.
 pub fn scan(dist: &Dist) -> Binaries {
     let mut out = Binaries::default();
     let (Some(info), Some(loc)) = (&dist.dist_info, &dist.location) else {
@@ -41,8 +48,7 @@ pub fn scan(dist: &Dist) -> Binaries {
     };
     for line in record.lines() {
         let Some(rel) = line.split(',').next() else { continue };
-        let is_so = rel.ends_with(".so") || rel.contains(".so.");
-        if !is_so {
+        if !may_hold_cuda(rel) {
             continue;
         }
         let path = Path::new(loc).join(rel.trim_matches('"'));

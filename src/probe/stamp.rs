@@ -157,7 +157,8 @@ fn record_path(line: &str) -> &str {
     line.split(',').next().unwrap_or("").trim_matches('"')
 }
 
-/// The shared objects `dist`'s `RECORD` lists (what `probe::binaries::scan` reads).
+/// The files that may hold device code (shared objects, objects, archives) `dist`'s `RECORD`
+/// lists: what `probe::binaries::scan` reads.
 pub fn shared_objects(dist: &Dist) -> Vec<String> {
     let Some((loc, record)) = record_paths(dist) else {
         return Vec::new();
@@ -165,7 +166,7 @@ pub fn shared_objects(dist: &Dist) -> Vec<String> {
     record
         .lines()
         .map(record_path)
-        .filter(|rel| rel.ends_with(".so") || rel.contains(".so."))
+        .filter(|rel| super::binaries::may_hold_cuda(rel))
         .map(|rel| loc.join(rel).display().to_string())
         .collect()
 }

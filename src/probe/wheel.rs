@@ -70,7 +70,7 @@ pub fn read(path: &Path) -> Result<WheelFacts, String> {
             continue;
         }
         let file_name = name.rsplit('/').next().unwrap_or(&name);
-        if member.is_dir() || !(file_name.ends_with(".so") || file_name.contains(".so.")) {
+        if member.is_dir() || !super::binaries::may_hold_cuda(file_name) {
             continue;
         }
         let rel = record_path(&name);

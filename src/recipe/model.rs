@@ -260,6 +260,13 @@ pub struct Recipe {
     /// distribution with files in one is reported, and replaced by an install.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub import_packages: Vec<String>,
+    /// Distributions it uses only at exactly its own version (`flashinfer-cubin` for
+    /// flashinfer): one installed at another version is ignored by the component.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub companions: Vec<String>,
+    /// Upstream's line that says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub companions_why: Option<String>,
     pub kind: Kind,
     /// What kiln installs when it must install or build.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -46,6 +46,18 @@ pub fn human(files: &[ArchFile]) {
             if f.report.fatbins.len() == 1 { "" } else { "s" },
             if images == 1 { "" } else { "s" }
         );
+        let rdc = f
+            .report
+            .fatbins
+            .iter()
+            .filter(|b| !b.loadable())
+            .map(|b| b.images.len())
+            .sum::<usize>();
+        if f.report.relocatable && rdc > 0 {
+            println!("  relocatable object: its {rdc} -rdc image(s) load once device-linked into a binary");
+        } else if rdc > 0 {
+            println!("  {rdc} relocatable -rdc image(s) left beside the linked ones: never loaded, not counted");
+        }
         for b in &f.report.fatbins {
             for u in &b.unknown {
                 println!("  unknown entry kind {:#x} at {:#x}", u.kind, u.offset);

@@ -168,6 +168,32 @@ pub fn text(r: &Reason) -> String {
              driver of the CUDA {runtime_major} family ({rule}); install a newer NVIDIA driver, or a build \
              of {subject} for CUDA {driver_major}"
         ),
+        CompanionIgnored {
+            component,
+            version,
+            companion,
+            companion_version,
+            source,
+        } => format!(
+            "{companion} {companion_version} is installed, and {component} {version} uses only {companion} \
+             {version}: it ignores it and downloads or compiles what it holds instead{}; install \
+             {companion}=={version}, or uninstall it",
+            source.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
+        ),
+        DriverCannotDrive {
+            subject,
+            arch,
+            driver,
+            driver_source,
+            needs_cuda,
+            needs_driver,
+            needs_branch,
+            source,
+        } => format!(
+            "{subject} cannot run on a {arch} GPU with driver {driver} ({driver_source}): a {arch} GPU needs \
+             CUDA {needs_cuda}, driver {needs_branch} ({needs_driver}) or newer ({source}); install a newer \
+             NVIDIA driver"
+        ),
         MinorCompatibility {
             runtime,
             driver_major,
@@ -218,6 +244,17 @@ pub fn text(r: &Reason) -> String {
             format!("smoke test {script} passed on {} ({seconds:.2} s)", join(archs, ", "))
         }
         SmokeNotRun { script } => format!("smoke test {script} not run: no GPU of a target arch here"),
+        SmokeNeedsDriver { script, archs, driver } => match driver {
+            None => format!(
+                "smoke test {script} cannot run on the {} GPU here: no NVIDIA driver found (nvidia-smi, \
+                 /proc/driver/nvidia/version, KILN_DRIVER_VERSION); install the NVIDIA driver",
+                join(archs, ", ")
+            ),
+            Some(d) => format!(
+                "smoke test {script} cannot run on the {} GPU here: driver {d} cannot drive it",
+                join(archs, ", ")
+            ),
+        },
         JitNotProven { why } => format!("JIT not proven: {why}"),
         JitSkipped { script } => {
             format!("JIT not proven: --no-jit-proof (`kiln doctor` proves it with {script})")

@@ -11,10 +11,16 @@
 //!
 //! It also knows what a component's CUDA runtime is: torch's `torch.version.cuda` from the
 //! probe, else a `+cuXYZ` local version label, else the major of `libcudart.so.N` the binaries
-//! link. It deliberately ignores the forward-compatibility package (the driver kiln reads is the
-//! kernel driver's) and runs nothing.
+//! link. The driver's version judges the GPU archs too: a target arch whose first CUDA release
+//! needs a newer driver branch ([`super::driver_table`]: Blackwell 10.0/12.0 needs R570, 12.1
+//! R575) is `blocked` for every component with CUDA code, and no smoke test runs on a GPU that
+//! no driver here can drive. It deliberately ignores the forward-compatibility package (the
+//! driver kiln reads is the kernel driver's) and runs nothing.
 
+use super::driver_table;
 use super::reason::Reason;
+use crate::arch::Arch;
+use crate::probe::MachineFacts;
 use crate::probe::machine::Sourced;
 
 /// The CUDA runtime a component is built for, and how kiln knows.
@@ -96,6 +102,83 @@ pub fn verdict(subject: &str, runtime: &Runtime, driver: &Sourced<semver::Versio
         }),
         _ => None,
     }
+}
+
+/// The CUDA runtime of a distribution: torch's own `torch.version.cuda` (`torch_cuda`), else
+/// its version label, else the libcudart major its binaries link (`cudart`).
+pub fn runtime_of(version: &str, torch_cuda: Option<&str>, cudart: Option<u64>) -> Option<Runtime> {
+    let linked = cudart.map(|m| Runtime {
+        major: m,
+        minor: None,
+        source: format!("its binaries link libcudart.so.{m}"),
+    });
+    torch_cuda
+        .and_then(|c| Runtime::parse(c, "torch.version.cuda"))
+        .or_else(|| Runtime::from_label(version))
+        .or(linked)
+}
+
+/// The driver's verdicts on `subject`: on its CUDA runtime (when known, [`verdict`]), and, when
+/// it holds CUDA code (`cuda`), on each target arch the driver cannot drive
+/// ([`Reason::DriverCannotDrive`]).
+pub fn verdicts(
+    subject: &str,
+    runtime: Option<&Runtime>,
+    cuda: bool,
+    machine: &MachineFacts,
+    archs: &[Arch],
+) -> Vec<Reason> {
+    let mut out: Vec<Reason> = Vec::new();
+    if let (Some(rt), Some(drv)) = (runtime, &machine.driver_cuda) {
+        out.extend(verdict(subject, rt, drv));
+    }
+    let Some(driver) = machine.driver.as_ref().filter(|_| cuda || runtime.is_some()) else {
+        return out;
+    };
+    let Some(version) = driver_table::lenient(&driver.value) else {
+        return out;
+    };
+    for arch in archs {
+        if let Err(n) = driver_table::drives(&version, *arch) {
+            out.push(Reason::DriverCannotDrive {
+                subject: subject.to_string(),
+                arch: *arch,
+                driver: driver.value.clone(),
+                driver_source: driver.source.clone(),
+                needs_cuda: n.row.cuda_shown(),
+                needs_driver: n.row.driver,
+                needs_branch: n.row.branch(),
+                source: n.source,
+            });
+        }
+    }
+    out
+}
+
+/// The target archs a smoke test can run on here: a GPU of the arch is present and a driver is
+/// that can drive it.
+pub fn smoke_archs(machine: &MachineFacts, targets: &[Arch]) -> Vec<Arch> {
+    let Some(version) = machine.driver.as_ref().and_then(|d| driver_table::lenient(&d.value)) else {
+        return Vec::new();
+    };
+    let gpus = machine.gpu_archs();
+    targets
+        .iter()
+        .copied()
+        .filter(|t| gpus.contains(t) && driver_table::drives(&version, *t).is_ok())
+        .collect()
+}
+
+/// Why no smoke test can run on the target archs a GPU here has, when a GPU of one is here:
+/// `Some(driver)` (`None` inside: no driver found) when the driver is what stops it.
+pub fn smoke_blocked(machine: &MachineFacts, targets: &[Arch], ran_on: &[Arch]) -> Option<(Vec<Arch>, Option<String>)> {
+    let gpus = machine.gpu_archs();
+    let stopped: Vec<Arch> = targets
+        .iter()
+        .copied()
+        .filter(|t| gpus.contains(t) && !ran_on.contains(t))
+        .collect();
+    (!stopped.is_empty() && ran_on.is_empty()).then(|| (stopped, machine.driver.as_ref().map(|d| d.value.clone())))
 }
 
 /// [`verdict`] in words, for the wheel decision's `reason` text (`wheel_choice`): `Err(why)`

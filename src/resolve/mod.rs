@@ -3,7 +3,9 @@
 //! `status` decides what each component is (`ok`, `missing`, `broken`, ...) with evidence;
 //! `plan` decides what to do about it, in dependency order. Nothing here prints or touches disk.
 
+pub mod constraints;
 pub mod driver;
+pub mod driver_table;
 pub mod jit;
 pub mod kernels;
 pub mod need;

@@ -104,6 +104,15 @@ pub enum Reason {
         accepts: String,
         by: Option<String>,
     },
+    /// A distribution the component uses only at exactly its own version is installed at
+    /// another: the component ignores it (`source`: the recipe's `companions_why`).
+    CompanionIgnored {
+        component: String,
+        version: String,
+        companion: String,
+        companion_version: String,
+        source: Option<String>,
+    },
     /// The driver cannot run the CUDA runtime the component is built for ([`super::driver`]).
     DriverTooOld {
         subject: String,
@@ -114,6 +123,19 @@ pub enum Reason {
         driver_minor: u64,
         driver_source: String,
         rule: &'static str,
+    },
+    /// The driver here cannot drive a GPU of a target arch: the arch's first CUDA release
+    /// needs a newer driver branch ([`super::driver_table`]).
+    DriverCannotDrive {
+        subject: String,
+        arch: Arch,
+        driver: String,
+        driver_source: String,
+        /// The first CUDA release, its driver and branch that support the arch.
+        needs_cuda: String,
+        needs_driver: &'static str,
+        needs_branch: String,
+        source: &'static str,
     },
     /// It runs only by minor version compatibility (a newer minor than the driver's).
     MinorCompatibility {
@@ -152,6 +174,13 @@ pub enum Reason {
     },
     /// No GPU of a target arch here: the smoke test did not run.
     SmokeNotRun { script: String },
+    /// A GPU of a target arch is here, but no driver that can drive it: the smoke test could
+    /// not run (`driver` = `None`: no NVIDIA driver found; else the one found, too old).
+    SmokeNeedsDriver {
+        script: String,
+        archs: Vec<Arch>,
+        driver: Option<String>,
+    },
     /// The JIT proof could not run here (`why`: what it lacked, e.g. a toolkit).
     JitNotProven { why: String },
     /// The JIT proof was left out (`--no-jit-proof`).
@@ -289,11 +318,16 @@ impl Reason {
     pub fn status(&self) -> Status {
         use Reason::*;
         match self {
-            ToolkitTooOld { .. } | NoToolkit { .. } | DriverTooOld { .. } | JitNotProven { .. } => Status::Blocked,
+            ToolkitTooOld { .. }
+            | NoToolkit { .. }
+            | DriverTooOld { .. }
+            | DriverCannotDrive { .. }
+            | SmokeNeedsDriver { .. }
+            | JitNotProven { .. } => Status::Blocked,
             ArchUnsupported { .. } | PythonUnsupported { .. } => Status::Unsupported,
             NotInstalled { .. } => Status::Missing,
             ImportFailed { .. } | SmokeFailed { .. } | JitFailed { .. } | SharedImportPackage { .. } => Status::Broken,
-            VersionUnreadable { .. } | VersionNotAccepted { .. } => Status::Outdated,
+            VersionUnreadable { .. } | VersionNotAccepted { .. } | CompanionIgnored { .. } => Status::Outdated,
             ImagesMissing { .. } | JitWrongArch { .. } => Status::WrongArch,
             BuiltAgainst { .. } | OtherSource { .. } => Status::Stale,
             _ => Status::Ok,

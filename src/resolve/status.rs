@@ -17,6 +17,7 @@ use std::str::FromStr;
 use pep440_rs::Version;
 use serde::Serialize;
 
+use super::constraints::{self, Constraint};
 use super::driver;
 use super::kernels::{self, KernelCheck};
 use super::reason::{Ran, Reason, status_of};
@@ -44,6 +45,9 @@ pub struct Evidence<'a> {
     pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
     /// The backends the user needs (`--need`): the binaries they name are required.
     pub needs: &'a [super::need::Need],
+    /// The components asked for (targets and what they need; empty when none was named): with
+    /// the installed ones, the only ones whose requirements judge another's version.
+    pub asked: &'a [String],
 }
 
 /// Whether `r` is installed (under any of its names, see [`super::owners`]) and every import its
@@ -147,13 +151,6 @@ pub struct Assessment {
     pub unavailable: Vec<kernels::Lacking>,
 }
 
-/// A version constraint a dependent puts on a component.
-struct Constraint<'a> {
-    from: &'a str,
-    text: &'a str,
-    spec: &'a pep440_rs::VersionSpecifiers,
-}
-
 /// Every import the given components ask for (features included), in order, without repeats.
 pub fn imports_for(set: &RecipeSet, scope: &[(String, Vec<String>)]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -172,19 +169,7 @@ pub fn imports_for(set: &RecipeSet, scope: &[(String, Vec<String>)]) -> Vec<Stri
 /// Assesses every component in `scope` (closure order).
 pub fn assess(ev: &Evidence, scope: &[(String, Vec<String>)]) -> Vec<Assessment> {
     let (set, machine) = (ev.set, ev.machine);
-    let mut constraints: BTreeMap<&str, Vec<Constraint>> = BTreeMap::new();
-    for (name, feats) in scope {
-        let Some(r) = set.get(name) else { continue };
-        for d in r.depends_with(feats) {
-            if let (Some(text), Some(spec)) = (&d.version, &d.spec) {
-                constraints.entry(d.name.as_str()).or_default().push(Constraint {
-                    from: &r.name,
-                    text,
-                    spec,
-                });
-            }
-        }
-    }
+    let constraints = constraints::collect(ev, scope);
     scope
         .iter()
         .filter_map(|(name, _)| set.get(name))
@@ -301,50 +286,16 @@ fn arch_check(
     Some(c)
 }
 
-/// The driver's verdict on the CUDA runtime the component is built for (see
-/// [`driver::verdict`]); `None` when it runs, or nothing is known of either.
-fn driver_check(dist: &crate::probe::python::Dist, bins: Option<&Binaries>, ev: &Evidence) -> Option<Reason> {
-    let drv = ev.machine.driver_cuda.as_ref()?;
+/// The driver's verdicts on the component (see [`driver::verdicts`]): on the CUDA runtime it is
+/// built for, and on the target archs when it holds CUDA code.
+fn driver_check(dist: &crate::probe::python::Dist, bins: Option<&Binaries>, ev: &Evidence) -> Vec<Reason> {
     let torch = (normalize(&dist.name) == "torch")
         .then(|| ev.python.torch.as_ref().and_then(|t| t.cuda.as_deref()))
-        .flatten()
-        .and_then(|c| driver::Runtime::parse(c, "torch.version.cuda"));
-    let linked = bins.and_then(|b| b.cudart).map(|m| driver::Runtime {
-        major: m,
-        minor: None,
-        source: format!("its binaries link libcudart.so.{m}"),
-    });
-    let rt = torch
-        .or_else(|| driver::Runtime::from_label(&dist.version))
-        .or(linked)?;
-    driver::verdict(&format!("{} {}", dist.name, dist.version), &rt, drv)
-}
-
-/// The version checks: the recipe's `accepts`, and each dependent's requirement in scope.
-fn version_reasons(r: &Recipe, dist: &crate::probe::python::Dist, constraints: &[Constraint]) -> Vec<Reason> {
-    let Ok(v) = Version::from_str(&dist.version) else {
-        return vec![Reason::VersionUnreadable {
-            version: dist.version.clone(),
-        }];
-    };
-    let mut out = Vec::new();
-    if !r.accepts_version(&v) {
-        out.push(Reason::VersionNotAccepted {
-            component: r.name.clone(),
-            have: dist.version.clone(),
-            accepts: r.accepts_text(),
-            by: None,
-        });
-    }
-    for c in constraints.iter().filter(|c| !c.spec.contains(&v)) {
-        out.push(Reason::VersionNotAccepted {
-            component: r.name.clone(),
-            have: dist.version.clone(),
-            accepts: c.text.to_string(),
-            by: Some(c.from.to_string()),
-        });
-    }
-    out
+        .flatten();
+    let rt = driver::runtime_of(&dist.version, torch, bins.and_then(|b| b.cudart));
+    let cuda = bins.is_some_and(|b| !b.cuda.is_empty());
+    let subject = format!("{} {}", dist.name, dist.version);
+    driver::verdicts(&subject, rt.as_ref(), cuda, ev.machine, ev.archs)
 }
 
 /// The dependencies it was built against (`abi = true`, recorded in `kiln.json`) that differ now.
@@ -472,11 +423,15 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
                 archs: ev.smoke_archs.to_vec(),
                 seconds: s.seconds,
             },
-            None => Reason::SmokeNotRun { script },
+            None => match driver::smoke_blocked(ev.machine, ev.archs, ev.smoke_archs) {
+                Some((archs, driver)) => Reason::SmokeNeedsDriver { script, archs, driver },
+                None => Reason::SmokeNotRun { script },
+            },
         });
     }
     reasons.extend(stale_reasons(dist, ev));
-    reasons.extend(version_reasons(r, dist, constraints));
+    reasons.extend(constraints::version_reasons(r, dist, constraints));
+    reasons.extend(constraints::companion_reasons(r, dist, py));
     let mut a = a.with(reasons);
     a.unavailable = arch.as_ref().map(|c| c.unavailable.clone()).unwrap_or_default();
     super::owners::judge(&mut a, r, installed_as, sharing);

@@ -11,7 +11,6 @@ use super::SessionError;
 use crate::arch::Arch;
 use crate::probe::cache::{CacheUse, Probed, Sources};
 use crate::probe::gather::{self, Smoke, Unit};
-use crate::probe::smoke;
 use crate::probe::{self, MachineFacts};
 use crate::recipe::{Recipe, RecipeSet};
 use crate::resolve;
@@ -36,9 +35,9 @@ pub(super) fn gather(
     archs: &[Arch],
     scope: &[(String, Vec<String>)],
 ) -> Result<Found, SessionError> {
-    // Smoke tests run only where a GPU of a target arch is present; their scripts and those
-    // archs key their results.
-    let smoke_archs = smoke::runnable_archs(&machine.gpu_archs(), archs);
+    // Smoke tests run only where a GPU of a target arch is present and a driver here can drive
+    // it; their scripts and those archs key their results.
+    let smoke_archs = resolve::driver::smoke_archs(machine, archs);
     let archs_key: Vec<String> = smoke_archs.iter().map(|a| a.to_string()).collect();
     let units: Vec<Unit> = scope
         .iter()

@@ -125,6 +125,9 @@ pub struct Session {
     pub node_tags: Option<Result<Vec<String>, String>>,
     pub node_libraries: Option<Vec<String>>,
     pub for_node: Option<PathBuf>,
+    /// The components the user asked for and everything they need (empty when no target was
+    /// given: every recipe is then in scope, but none is asked for).
+    pub asked: Vec<String>,
 }
 
 impl Session {
@@ -133,8 +136,14 @@ impl Session {
     /// `settings.refresh`), and assesses each component in scope.
     pub fn open(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
         let (wanted, pins) = targets::parse(&set, targets)?;
+        let asked = if targets.is_empty() {
+            Vec::new()
+        } else {
+            set.closure(&wanted).into_iter().map(|(n, _)| n).collect()
+        };
         let (python, python_source) = python::choose(settings.python.as_deref()).map_err(SessionError::Python)?;
-        let machine = probe::cache::machine_facts(&settings.cache_dir, settings.refresh, probe::machine::probe);
+        let mut machine = probe::cache::machine_facts(&settings.cache_dir, settings.refresh, probe::machine::probe);
+        resolve::driver_table::complete(&mut machine).map_err(|e| SessionError::Usage(e.to_string()))?;
         let (archs, arch_source) = match &settings.archs {
             Some(a) => (a.clone(), "--arch".to_string()),
             None => (machine.gpu_archs(), format!("GPUs ({})", machine.gpu_source)),
@@ -171,6 +180,7 @@ impl Session {
             node_tags: None,
             node_libraries: None,
             for_node: None,
+            asked,
         };
         s.assessments = s.assess(&s.facts, &s.scope);
         Ok(s)
@@ -259,6 +269,7 @@ impl Session {
             smoke_archs: &self.smoke_archs,
             jit,
             needs: &self.needs,
+            asked: &self.asked,
         }
     }
 

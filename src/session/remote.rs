@@ -25,6 +25,13 @@ impl Session {
         let node = crate::probe::node::read(file).map_err(|e| SessionError::Usage(e.to_string()))?;
         let tags = node.wheel_tags();
         let (wanted, pins) = targets::parse(&set, targets)?;
+        let asked = if targets.is_empty() {
+            Vec::new()
+        } else {
+            set.closure(&wanted).into_iter().map(|(n, _)| n).collect()
+        };
+        let mut node = node;
+        resolve::driver_table::complete(&mut node.machine).map_err(|e| SessionError::Usage(format!("{}: {e}", file.display())))?;
         let (archs, arch_source) = match &settings.archs {
             Some(a) => (a.clone(), "--arch".to_string()),
             None => (
@@ -68,6 +75,7 @@ impl Session {
             node_tags: Some(tags),
             node_libraries: node.system_libraries,
             for_node: Some(file.to_path_buf()),
+            asked,
         };
         s.assessments = s.assess(&s.facts, &s.scope);
         Ok(s)

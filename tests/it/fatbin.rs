@@ -387,6 +387,57 @@ fn wrong_arch_and_too_new_ptx_are_said_plainly() {
     assert!(text(&out.stdout).contains("runs  12.0: loads compute_90"));
 }
 
+/// An `-rdc=true` object holds its device code in `__nv_relfatbin` only (CUDA's
+/// `include/fatbinary_section.h`: `FATBIN_PRELINK_DATA_SECTION_NAME`); NVIDIA's cuobjdump lists
+/// those images for the object and for an archive of it. kiln reads the same, says the file is
+/// relocatable, and judges the archs on them (they are what device linking loads), while a linked
+/// library's leftover relocatable copies still do not count (the `rdc.so` case above).
+#[test]
+fn a_relocatable_object_reads_as_what_it_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    nvcc(
+        d,
+        &[
+            "-c",
+            "-rdc=true",
+            "$SRC/axpy.cu",
+            "-o",
+            "rdc.o",
+            "-gencode",
+            "arch=compute_90,code=sm_90",
+            "-gencode",
+            "arch=compute_120,code=sm_120",
+        ],
+    );
+    run(StdCommand::new("ar").current_dir(d).args(["rcs", "librdc.a", "rdc.o"]));
+    for file in ["rdc.o", "librdc.a"] {
+        let path = d.join(file);
+        let theirs = cuobjdump(&path);
+        assert_eq!(theirs, ["sm_120", "sm_90"], "{file}: cuobjdump");
+        assert_eq!(kiln(&path), theirs, "{file}");
+        let r = kiln::fatbin::read_file(&path).unwrap();
+        assert!(r.relocatable, "{file}");
+        assert!(r.fatbins.iter().all(|f| f.section == "__nv_relfatbin"), "{file}");
+        assert_eq!(r.sass, ["sm_90", "sm_120"], "{file}");
+        let out = kiln_bare()
+            .args(["arch", "--json", "--arch", "12.0", "--driver-cuda", "13.0"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{file}: {}", text(&out.stdout));
+        let v = stdout_json(&out);
+        assert_eq!(v["files"][0]["relocatable"], true, "{v}");
+        assert_eq!(v["files"][0]["runs_on"][0]["usable"], true, "{v}");
+        let out = kiln_bare().args(["arch"]).arg(&path).output().unwrap();
+        assert!(
+            text(&out.stdout).contains("relocatable object: its 2 -rdc image(s) load once device-linked"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+}
+
 #[test]
 fn malformed_input_is_an_error_with_the_offset_never_a_panic() {
     let tmp = tempfile::tempdir().unwrap();

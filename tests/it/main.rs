@@ -8,6 +8,7 @@ mod compile_cache;
 mod compile_fit;
 mod crash;
 mod download;
+mod driver;
 mod fatbin;
 mod flashinfer;
 mod fuzz;

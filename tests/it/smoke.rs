@@ -4,6 +4,10 @@
 
 use crate::common::{World, component, stdout_json, text};
 
+/// A driver that drives 9.0 and 12.0 GPUs (R580, CUDA 13.0): a GPU without a driver runs no
+/// smoke test (`tests/it/driver.rs`).
+const DRIVER: &str = "580.95.05";
+
 const SMOKE: &str = "from kiln_fixture_pure import greet\nassert greet('gpu') == 'hello, gpu', greet('gpu')\n";
 
 fn with_smoke(w: &World) {
@@ -21,6 +25,7 @@ fn pure_on(w: &World, gpu: &str) -> (String, String) {
     let v = stdout_json(
         &w.kiln()
             .env("KILN_GPU_ARCH", gpu)
+            .env("KILN_DRIVER_VERSION", DRIVER)
             .args(["doctor", "--json", "--arch", "9.0", "fixture-pure"])
             .output()
             .unwrap(),
@@ -39,6 +44,7 @@ fn a_smoke_test_runs_where_the_gpu_is_and_its_failure_is_the_evidence() {
     let out = w
         .kiln()
         .env("KILN_GPU_ARCH", "9.0")
+        .env("KILN_DRIVER_VERSION", DRIVER)
         .args(["install", "--arch", "9.0", "fixture-pure"])
         .output()
         .unwrap();
@@ -73,6 +79,7 @@ fn a_smoke_test_runs_where_the_gpu_is_and_its_failure_is_the_evidence() {
     let out = w
         .kiln()
         .env("KILN_GPU_ARCH", "9.0")
+        .env("KILN_DRIVER_VERSION", DRIVER)
         .args(["install", "--json", "--arch", "9.0", "fixture-pure"])
         .output()
         .unwrap();

@@ -118,6 +118,8 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         dist: package.dist,
         former: package.former,
         import_packages: package.import_packages,
+        companions: package.companions,
+        companions_why: package.companions_why,
         kind: package.kind,
         version: v.version,
         accepts: package.accepts,

@@ -1,7 +1,8 @@
 //! `[package]`: the component's name, kind, distribution, version and what installed versions
 //! count as good, and the other names it may be installed under: `former` distribution names
 //! (PEP 508 names the distribution had before a rename) and the top-level `import_packages` it
-//! owns alone (a directory no other distribution may install files into). It deliberately leaves
+//! owns alone (a directory no other distribution may install files into), and the `companions`
+//! it uses only at exactly its own version (`companions_why`: upstream's line that says so). It deliberately leaves
 //! `[[versions]]` to [`super::versions`], which may supply the version this table leaves out.
 
 use std::str::FromStr;
@@ -22,6 +23,8 @@ const KEYS: &[&str] = &[
     "summary",
     "former",
     "import_packages",
+    "companions",
+    "companions_why",
 ];
 
 /// What `[package]` says; defaults where the table is missing or a value is wrong.
@@ -35,6 +38,8 @@ pub(super) struct Package {
     pub summary: String,
     pub former: Vec<String>,
     pub import_packages: Vec<String>,
+    pub companions: Vec<String>,
+    pub companions_why: Option<String>,
 }
 
 pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
@@ -48,6 +53,8 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
         summary: String::new(),
         former: Vec::new(),
         import_packages: Vec::new(),
+        companions: Vec::new(),
+        companions_why: None,
     };
     let Some(p) = cx.table(root, "package", "") else {
         cx.error(
@@ -109,6 +116,12 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Package {
     }
     out.former = former(cx, p, out.kind, dist.as_ref());
     out.import_packages = import_packages(cx, p, out.kind);
+    // `companions`: distributions it uses only at exactly its own version.
+    for c in cx.strings(p, "companions", "package").unwrap_or_default() {
+        check_dist(cx, &c);
+        out.companions.push(c.value.to_string());
+    }
+    out.companions_why = cx.string(p, "companions_why", "package").map(|s| s.value.to_string());
     out.dist = dist.map(|d| d.value.to_string());
     out.name = name.map(|n| n.value.to_string());
     out
