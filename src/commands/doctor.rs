@@ -16,7 +16,7 @@ pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
         binaries: doctor::binaries(&s.binaries),
         jit: &s.jit,
         runtime: s.runtime(settings),
-        node: settings.json.then(|| s.node_facts()),
+        node: settings.json.then(|| s.node_facts(settings)),
     };
     if settings.json {
         report::json_doc(&doc);

@@ -174,6 +174,19 @@ def markers():
     }
 
 
+def wheel_tags():
+    # The wheel tags this interpreter supports, best first, as pip computes them (kiln never
+    # re-implements the tag rules); empty when neither packaging nor pip is importable.
+    try:
+        try:
+            from packaging.tags import sys_tags
+        except ImportError:
+            from pip._vendor.packaging.tags import sys_tags
+        return [str(t) for t in sys_tags()]
+    except Exception:
+        return []
+
+
 def main():
     request = json.loads(sys.stdin.read() or "{}")
     # Keep the JSON channel clean: anything a module prints goes to stderr.
@@ -202,6 +215,7 @@ def main():
             "base_prefix": getattr(sys, "base_prefix", sys.prefix),
             "paths": paths,
             "cwd": os.getcwd(),
+            "tags": wheel_tags() if request.get("dists", True) else [],
         },
         "dists": dists() if request.get("dists", True) else [],
         "imports": {},

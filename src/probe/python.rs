@@ -35,6 +35,10 @@ pub struct Interpreter {
     /// interpreter was not probed.
     #[serde(default)]
     pub markers: BTreeMap<String, String>,
+    /// The wheel tags it supports, best first (`packaging.tags.sys_tags()`, asked by the probe
+    /// that lists the distributions); empty when it could not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 impl Interpreter {
@@ -153,6 +157,7 @@ impl PythonFacts {
                 base_prefix: "/usr".into(),
                 paths: BTreeMap::new(),
                 markers: BTreeMap::new(),
+                tags: Vec::new(),
             },
             dists: BTreeMap::new(),
             imports: BTreeMap::new(),

@@ -40,3 +40,41 @@ pub fn supported(python: &Path) -> Result<Vec<String>, String> {
     }
     Ok(tags)
 }
+
+/// [`supported`], kept under `<cache>/probe/tags-<key>.json` while the interpreter is the same
+/// file (its resolved path, size and modification time key it), so an unchanged environment is
+/// asked again without starting Python; `refresh` asks anyway. Only answers are kept.
+pub fn cached(python: &Path, cache: &Path, refresh: bool) -> Result<Vec<String>, String> {
+    use sha2::{Digest, Sha256};
+    let real = std::fs::canonicalize(python).unwrap_or_else(|_| python.to_path_buf());
+    let stamp = std::fs::metadata(&real).ok().map(|m| {
+        let mtime = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        format!("{}\n{}\n{}\n{}", python.display(), real.display(), m.len(), mtime)
+    });
+    let Some(stamp) = stamp else {
+        return supported(python);
+    };
+    let key = hex::encode(&Sha256::digest(stamp.as_bytes())[..12]);
+    let file = cache.join("probe").join(format!("tags-{key}.json"));
+    if !refresh
+        && let Some(tags) = std::fs::read(&file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
+            .filter(|t| !t.is_empty())
+    {
+        return Ok(tags);
+    }
+    let tags = supported(python)?;
+    if let (Some(dir), Ok(bytes)) = (file.parent(), serde_json::to_vec(&tags)) {
+        let _ = std::fs::create_dir_all(dir);
+        let tmp = file.with_extension(format!("json.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, &file);
+        }
+    }
+    Ok(tags)
+}

@@ -213,10 +213,11 @@ impl Session {
     }
 
     /// This node's facts, for a plan made elsewhere (`kiln plan --for`).
-    pub fn node_facts(&self) -> probe::node::NodeFacts {
+    pub fn node_facts(&self, settings: &Settings) -> probe::node::NodeFacts {
         let tags = match &self.node_tags {
             Some(t) => t.clone(),
-            None => probe::tags::supported(&self.python),
+            None if !self.facts.python.tags.is_empty() => Ok(self.facts.python.tags.clone()),
+            None => probe::tags::cached(&self.python, &settings.cache_dir, settings.refresh),
         };
         probe::node::NodeFacts {
             format: probe::node::FORMAT,

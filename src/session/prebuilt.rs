@@ -70,7 +70,8 @@ impl Session {
             }
             let tags = tags.get_or_insert_with(|| match &self.node_tags {
                 Some(t) => t.clone(),
-                None => probe::tags::supported(&self.python),
+                None if !self.facts.python.tags.is_empty() => Ok(self.facts.python.tags.clone()),
+                None => probe::tags::cached(&self.python, &settings.cache_dir, settings.refresh),
             });
             let decision = match tags {
                 Err(e) => WheelDecision::build(format!("builds from source: {e}"), None),

@@ -31,7 +31,8 @@ impl Session {
             set.closure(&wanted).into_iter().map(|(n, _)| n).collect()
         };
         let mut node = node;
-        resolve::driver_table::complete(&mut node.machine).map_err(|e| SessionError::Usage(format!("{}: {e}", file.display())))?;
+        resolve::driver_table::complete(&mut node.machine)
+            .map_err(|e| SessionError::Usage(format!("{}: {e}", file.display())))?;
         let (archs, arch_source) = match &settings.archs {
             Some(a) => (a.clone(), "--arch".to_string()),
             None => (

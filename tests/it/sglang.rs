@@ -402,3 +402,170 @@ fn a_wheel_whose_binaries_link_the_nvidia_driver_is_blocked_where_there_is_none(
     assert_eq!(s["action"], "install", "{s}");
     assert!(s["prebuilt"].get("unprovable").is_none(), "{s}");
 }
+
+/// A wheel `kiln_fixture_numa-1.0.0-py3-none-any.whl` whose extension links a stand-in
+/// `libnuma.so.1` (made by gcc with that soname, not shipped in the wheel), as sglang-kernel
+/// 0.4.2's binaries link the system's libnuma.
+fn wheel_linking_libnuma(dir: &Path) -> (PathBuf, String) {
+    let build = dir.join("numa-build");
+    std::fs::create_dir_all(&build).unwrap();
+    std::fs::write(build.join("numa.c"), "int numa_available(void) { return 0; }\n").unwrap();
+    std::fs::write(
+        build.join("ext.c"),
+        "int numa_available(void);\nint ext(void) { return numa_available(); }\n",
+    )
+    .unwrap();
+    let b = build.to_str().unwrap();
+    sh(
+        &build,
+        &[
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libnuma.so.1",
+            "-o",
+            "libnuma.so.1",
+            "numa.c",
+        ],
+    );
+    sh(
+        &build,
+        &[
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            "_ext.so",
+            "ext.c",
+            &format!("-L{b}"),
+            "-l:libnuma.so.1",
+        ],
+    );
+    let wheel = dir.join("kiln_fixture_numa-1.0.0-py3-none-any.whl");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+    let opts = zip::write::SimpleFileOptions::default();
+    let files: [(&str, Vec<u8>); 4] = [
+        ("kiln_fixture_numa/__init__.py", b"from . import _ext\n".to_vec()),
+        (
+            "kiln_fixture_numa/_ext.so",
+            std::fs::read(build.join("_ext.so")).unwrap(),
+        ),
+        (
+            "kiln_fixture_numa-1.0.0.dist-info/METADATA",
+            b"Metadata-Version: 2.1\nName: kiln-fixture-numa\nVersion: 1.0.0\n".to_vec(),
+        ),
+        (
+            "kiln_fixture_numa-1.0.0.dist-info/WHEEL",
+            b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
+        ),
+    ];
+    for (name, data) in files {
+        zip.start_file(name, opts).unwrap();
+        zip.write_all(&data).unwrap();
+    }
+    zip.finish().unwrap();
+    let sha = hex::encode(Sha256::digest(std::fs::read(&wheel).unwrap()));
+    (wheel, sha)
+}
+
+#[test]
+fn a_plan_for_another_node_judges_its_driver_and_libraries_not_this_hosts() {
+    let w = World::new();
+    let recipe = |name: &str, dist: &str, module: &str, wheel: &Path, sha: &str| {
+        w.write(
+            &format!("recipes/{name}.toml"),
+            &format!(
+                "[package]\nname = \"{name}\"\ndist = \"{dist}\"\n\
+                 [[versions]]\nversion = \"1.0.0\"\npath = \"../packages/kiln-fixture-pure\"\n\
+                 wheels = [{{ url = \"{}\", sha256 = \"{sha}\" }}]\n\
+                 [verify]\nimports = [\"{module}\"]\n",
+                wheel.display()
+            ),
+        );
+    };
+    let (wheel, sha) = wheel_linking_the_driver(w.dir.path());
+    recipe(
+        "fixture-driver",
+        "kiln-fixture-driver",
+        "kiln_fixture_driver",
+        &wheel,
+        &sha,
+    );
+    let (numa, numa_sha) = wheel_linking_libnuma(w.dir.path());
+    recipe(
+        "fixture-numa",
+        "kiln-fixture-numa",
+        "kiln_fixture_numa",
+        &numa,
+        &numa_sha,
+    );
+
+    // The node's facts, written there by `doctor --json`: a 9.0 GPU and a 580 driver (the
+    // overrides stand in for nvidia-smi on that node).
+    let out = w
+        .kiln()
+        .env("KILN_GPU_ARCH", "9.0")
+        .env("KILN_DRIVER_VERSION", "580.95.05")
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let mut doc = stdout_json(&out);
+    let node = &doc["node"];
+    assert_eq!(node["format"], 1, "{node}");
+    assert_eq!(node["machine"]["gpus"][0]["arch"], "9.0");
+    // NVIDIA's table: R580 is CUDA 13.0 (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/).
+    assert_eq!(node["machine"]["driver_cuda"]["value"], "13.0.0", "{node}");
+    let tags = node["tags"].as_array().unwrap();
+    assert!(
+        tags.iter().any(|t| t.as_str().unwrap().ends_with("-none-any")),
+        "{node}"
+    );
+    let facts = w.dir.path().join("node.json");
+    let write = |doc: &serde_json::Value| std::fs::write(&facts, serde_json::to_vec(doc).unwrap()).unwrap();
+    write(&doc);
+
+    // Here (no driver, no GPU): planned for that node, the wheel linking libcuda.so.1 is judged
+    // for 9.0 under the node's driver and taken; this host's missing driver does not block it.
+    let plan = |target: &str| {
+        let out = w
+            .kiln()
+            .args(["plan", target, "--json", "--for"])
+            .arg(&facts)
+            .output()
+            .unwrap();
+        step(&stdout_json(&out), target).clone()
+    };
+    let s = plan("fixture-driver");
+    assert_eq!(s["action"], "install", "{s}");
+    assert_eq!(s["prebuilt"]["install"], true, "{s}");
+    assert_eq!(
+        stdout_json(&w.kiln().args(["plan", "fixture-driver", "--json"]).output().unwrap())["archs"],
+        serde_json::json!([]),
+        "here: no GPU, no arch"
+    );
+
+    // A node whose loader finds libnuma.so.1: the libnuma-linked wheel is taken.
+    let libs = doc["node"]["system_libraries"].as_array_mut().unwrap();
+    libs.retain(|l| l != "libnuma.so.1");
+    libs.push("libnuma.so.1".into());
+    write(&doc);
+    assert_eq!(plan("fixture-numa")["action"], "install");
+    // One whose loader does not: blocked at plan time, naming the library and Debian's package.
+    let libs = doc["node"]["system_libraries"].as_array_mut().unwrap();
+    libs.retain(|l| l != "libnuma.so.1");
+    write(&doc);
+    let s = plan("fixture-numa");
+    assert_eq!(s["action"], "blocked", "{s}");
+    let reason = s["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("kiln_fixture_numa/_ext.so links libnuma.so.1") && reason.contains("libnuma1"),
+        "{reason}"
+    );
+
+    // Facts that are not a node's: a usage error that says what to do.
+    let bad = w.dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"format\": 7}").unwrap();
+    let out = w.kiln().args(["plan", "--for"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("facts format 7"), "{}", text(&out.stderr));
+}
