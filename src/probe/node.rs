@@ -4,7 +4,8 @@
 //! distributions, the wheel tags the interpreter supports, and the shared libraries its dynamic
 //! loader can find. `kiln doctor --json` carries them under `node`; `kiln plan --for FILE` and
 //! `kiln bundle --for FILE` read them back. It deliberately holds facts only: proofs (JIT, smoke,
-//! serving) belong to the node and are never carried as proven.
+//! serving) belong to the node: only the smoke tests it ran on its own GPUs travel, as what they
+//! are, and nothing this host could prove is added.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,11 @@ pub struct NodeFacts {
     pub tags_error: Option<String>,
     /// CUDA binaries of the installed distributions, by normalized name.
     pub binaries: BTreeMap<String, Binaries>,
+    /// The smoke tests the node ran on its own GPUs (a proof made there), and the archs they ran on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub smoke: BTreeMap<String, super::smoke::SmokeResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub smoke_archs: Vec<crate::arch::Arch>,
     /// Shared-object names the dynamic loader finds in its cache (`ldconfig -p`), sorted; `None`
     /// when they could not be read.
     pub system_libraries: Option<Vec<String>>,

@@ -227,6 +227,8 @@ impl Session {
             tags_error: tags.as_ref().err().cloned(),
             tags: tags.unwrap_or_default(),
             binaries: self.binaries.clone(),
+            smoke: self.smoke.clone(),
+            smoke_archs: self.smoke_archs.clone(),
             system_libraries: probe::node::system_libraries(),
         }
     }

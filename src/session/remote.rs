@@ -41,6 +41,14 @@ impl Session {
             ),
         };
         let scope = set.closure(&wanted);
+        // The smoke tests the node ran on its GPUs count for the target archs they ran on; where
+        // none ran for these archs, the archs they would run on (so one not run blocks nothing).
+        let ran_for: Vec<_> = node.smoke_archs.iter().copied().filter(|a| archs.contains(a)).collect();
+        let (smoke, smoke_archs) = if ran_for.is_empty() {
+            (BTreeMap::new(), resolve::driver::smoke_archs(&node.machine, &archs))
+        } else {
+            (node.smoke, ran_for)
+        };
         let needs = resolve::need::resolve(&set, &scope, &settings.needs).map_err(SessionError::Usage)?;
         let mut s = Session {
             set,
@@ -58,8 +66,8 @@ impl Session {
             },
             facts: node.python,
             binaries: node.binaries,
-            smoke: BTreeMap::new(),
-            smoke_archs: Vec::new(),
+            smoke,
+            smoke_archs,
             jit: BTreeMap::new(),
             assessments: Vec::new(),
             probe_cache: CacheUse::Hit,
