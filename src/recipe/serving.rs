@@ -31,6 +31,8 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// Every kind, in the order `kiln check` resolves them: the KV cache dtype first (attention
+    /// facts depend on it), then attention and its sub-backends, MoE, FP4 GEMM, quantization.
     pub const ALL: [BackendKind; 9] = [
         BackendKind::KvCache,
         BackendKind::Attention,

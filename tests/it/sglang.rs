@@ -294,19 +294,21 @@ fn a_prebuilt_wheel_without_the_target_arch_gives_way_to_the_git_tag_from_a_mirr
     assert!(arch.contains("runs  12.0: loads sm_120"), "{arch}");
 }
 
-/// A wheel `kiln_fixture_driver-1.0.0-py3-none-any.whl` whose extension links `libcuda.so.1`
-/// (a stand-in made by gcc with that soname), as sgl_kernel's `sm100/common_ops` does.
-fn wheel_linking_the_driver(dir: &Path) -> (PathBuf, String) {
-    let build = dir.join("driver-build");
+/// A wheel `kiln_fixture_<module>-1.0.0-py3-none-any.whl` whose extension calls `symbol` from a
+/// stand-in library with soname `soname` (made by gcc, not shipped in the wheel), as real wheels
+/// link what they do not ship: sgl_kernel's `sm100/common_ops` links `libcuda.so.1`,
+/// sglang-kernel 0.4.2's binaries `libnuma.so.1`.
+fn wheel_linking(dir: &Path, module: &str, soname: &str, symbol: &str) -> (PathBuf, String) {
+    let build = dir.join(format!("{module}-build"));
     std::fs::create_dir_all(&build).unwrap();
     std::fs::write(
-        build.join("cuda.c"),
-        "int cuInit(unsigned int f) { return f ? 1 : 0; }\n",
+        build.join("lib.c"),
+        format!("int {symbol}(unsigned int f) {{ return f ? 1 : 0; }}\n"),
     )
     .unwrap();
     std::fs::write(
         build.join("ext.c"),
-        "int cuInit(unsigned int);\nint ext(void) { return cuInit(0); }\n",
+        format!("int {symbol}(unsigned int);\nint ext(void) {{ return {symbol}(0); }}\n"),
     )
     .unwrap();
     let b = build.to_str().unwrap();
@@ -316,10 +318,10 @@ fn wheel_linking_the_driver(dir: &Path) -> (PathBuf, String) {
             "gcc",
             "-shared",
             "-fPIC",
-            "-Wl,-soname,libcuda.so.1",
+            &format!("-Wl,-soname,{soname}"),
             "-o",
-            "libcuda.so.1",
-            "cuda.c",
+            soname,
+            "lib.c",
         ],
     );
     sh(
@@ -332,24 +334,23 @@ fn wheel_linking_the_driver(dir: &Path) -> (PathBuf, String) {
             "_ext.so",
             "ext.c",
             &format!("-L{b}"),
-            "-l:libcuda.so.1",
+            &format!("-l:{soname}"),
         ],
     );
-    let wheel = dir.join("kiln_fixture_driver-1.0.0-py3-none-any.whl");
+    let pkg = format!("kiln_fixture_{module}");
+    let dist = format!("kiln-fixture-{module}");
+    let wheel = dir.join(format!("{pkg}-1.0.0-py3-none-any.whl"));
     let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
     let opts = zip::write::SimpleFileOptions::default();
-    let files: [(&str, Vec<u8>); 4] = [
-        ("kiln_fixture_driver/__init__.py", b"from . import _ext\n".to_vec()),
+    let files: [(String, Vec<u8>); 4] = [
+        (format!("{pkg}/__init__.py"), b"from . import _ext\n".to_vec()),
+        (format!("{pkg}/_ext.so"), std::fs::read(build.join("_ext.so")).unwrap()),
         (
-            "kiln_fixture_driver/_ext.so",
-            std::fs::read(build.join("_ext.so")).unwrap(),
+            format!("{pkg}-1.0.0.dist-info/METADATA"),
+            format!("Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0.0\n").into_bytes(),
         ),
         (
-            "kiln_fixture_driver-1.0.0.dist-info/METADATA",
-            b"Metadata-Version: 2.1\nName: kiln-fixture-driver\nVersion: 1.0.0\n".to_vec(),
-        ),
-        (
-            "kiln_fixture_driver-1.0.0.dist-info/WHEEL",
+            format!("{pkg}-1.0.0.dist-info/WHEEL"),
             b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
         ),
     ];
@@ -360,6 +361,11 @@ fn wheel_linking_the_driver(dir: &Path) -> (PathBuf, String) {
     zip.finish().unwrap();
     let sha = hex::encode(Sha256::digest(std::fs::read(&wheel).unwrap()));
     (wheel, sha)
+}
+
+/// The driver-linking fixture: `kiln_fixture_driver`'s extension links `libcuda.so.1`.
+fn wheel_linking_the_driver(dir: &Path) -> (PathBuf, String) {
+    wheel_linking(dir, "driver", "libcuda.so.1", "cuInit")
 }
 
 #[test]
@@ -403,71 +409,6 @@ fn a_wheel_whose_binaries_link_the_nvidia_driver_is_blocked_where_there_is_none(
     assert!(s["prebuilt"].get("unprovable").is_none(), "{s}");
 }
 
-/// A wheel `kiln_fixture_numa-1.0.0-py3-none-any.whl` whose extension links a stand-in
-/// `libnuma.so.1` (made by gcc with that soname, not shipped in the wheel), as sglang-kernel
-/// 0.4.2's binaries link the system's libnuma.
-fn wheel_linking_libnuma(dir: &Path) -> (PathBuf, String) {
-    let build = dir.join("numa-build");
-    std::fs::create_dir_all(&build).unwrap();
-    std::fs::write(build.join("numa.c"), "int numa_available(void) { return 0; }\n").unwrap();
-    std::fs::write(
-        build.join("ext.c"),
-        "int numa_available(void);\nint ext(void) { return numa_available(); }\n",
-    )
-    .unwrap();
-    let b = build.to_str().unwrap();
-    sh(
-        &build,
-        &[
-            "gcc",
-            "-shared",
-            "-fPIC",
-            "-Wl,-soname,libnuma.so.1",
-            "-o",
-            "libnuma.so.1",
-            "numa.c",
-        ],
-    );
-    sh(
-        &build,
-        &[
-            "gcc",
-            "-shared",
-            "-fPIC",
-            "-o",
-            "_ext.so",
-            "ext.c",
-            &format!("-L{b}"),
-            "-l:libnuma.so.1",
-        ],
-    );
-    let wheel = dir.join("kiln_fixture_numa-1.0.0-py3-none-any.whl");
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
-    let opts = zip::write::SimpleFileOptions::default();
-    let files: [(&str, Vec<u8>); 4] = [
-        ("kiln_fixture_numa/__init__.py", b"from . import _ext\n".to_vec()),
-        (
-            "kiln_fixture_numa/_ext.so",
-            std::fs::read(build.join("_ext.so")).unwrap(),
-        ),
-        (
-            "kiln_fixture_numa-1.0.0.dist-info/METADATA",
-            b"Metadata-Version: 2.1\nName: kiln-fixture-numa\nVersion: 1.0.0\n".to_vec(),
-        ),
-        (
-            "kiln_fixture_numa-1.0.0.dist-info/WHEEL",
-            b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec(),
-        ),
-    ];
-    for (name, data) in files {
-        zip.start_file(name, opts).unwrap();
-        zip.write_all(&data).unwrap();
-    }
-    zip.finish().unwrap();
-    let sha = hex::encode(Sha256::digest(std::fs::read(&wheel).unwrap()));
-    (wheel, sha)
-}
-
 #[test]
 fn a_plan_for_another_node_judges_its_driver_and_libraries_not_this_hosts() {
     let w = World::new();
@@ -491,7 +432,7 @@ fn a_plan_for_another_node_judges_its_driver_and_libraries_not_this_hosts() {
         &wheel,
         &sha,
     );
-    let (numa, numa_sha) = wheel_linking_libnuma(w.dir.path());
+    let (numa, numa_sha) = wheel_linking(w.dir.path(), "numa", "libnuma.so.1", "numa_available");
     recipe(
         "fixture-numa",
         "kiln-fixture-numa",

@@ -71,19 +71,6 @@ pub struct Request<'a> {
     pub choices: &'a BTreeMap<Selector, (Vec<String>, String)>,
 }
 
-/// The kinds in the order they are resolved (a later kind's facts may depend on an earlier).
-const ORDER: [BackendKind; 9] = [
-    BackendKind::KvCache,
-    BackendKind::Attention,
-    BackendKind::AttentionPrefill,
-    BackendKind::AttentionDecode,
-    BackendKind::DsaPrefill,
-    BackendKind::DsaDecode,
-    BackendKind::Moe,
-    BackendKind::Fp4Gemm,
-    BackendKind::Quantization,
-];
-
 /// The selectors of `kind` the consumer has facts or `auto` rules for, in file order.
 fn selectors(r: &Recipe, kind: BackendKind, version: Option<&Version>) -> Vec<Selector> {
     let mut out: Vec<Selector> = Vec::new();
@@ -169,7 +156,8 @@ pub fn check(req: &Request, ev: &Evidence) -> Vec<Verdict> {
     let mut out = Vec::new();
     // Each selector once, under the first kind (in resolution order) a fact gives it.
     let mut order: Vec<(BackendKind, Selector)> = Vec::new();
-    for kind in ORDER {
+    // Kinds in the order they are resolved (a later kind's facts may depend on an earlier).
+    for kind in BackendKind::ALL {
         let mut sels = selectors(req.consumer, kind, v);
         for s in req.user.keys() {
             let of_kind = judge::applicable(req.consumer, v)
