@@ -173,7 +173,7 @@ pub enum Command {
     /// (`kiln check 'sglang==0.5.11' -- ...`), else what `kiln plan` would install. Exit status 0
     /// only when the answer is `works`; 1 otherwise.
     #[command(
-        after_help = "Examples:\n  kiln check --arch 12.0 -- python -m sglang.launch_server --model-path /models/glm-5-nvfp4 --moe-runner-backend flashinfer_cutedsl\n  kiln check 'vllm==0.33.0' --arch 12.0 --json -- vllm serve /models/qwen3-30b-a3b-nvfp4 --moe-backend cutlass\n  kiln check --arch 12.0 -- VLLM_ATTENTION_BACKEND=FLASHINFER vllm serve /models/llama"
+        after_help = "Examples:\n  kiln check --arch 12.0 -- python -m sglang.launch_server --model-path /models/glm-5-nvfp4 --moe-runner-backend flashinfer_cutedsl\n  kiln check 'vllm==0.33.0' --arch 12.0 --json -- vllm serve /models/qwen3-30b-a3b-nvfp4 --moe-backend cutlass\n  kiln check 'vllm==0.20.0' --arch 9.0,12.0 -- vllm serve /models/llama --attention-backend FLASHINFER"
     )]
     Check(CheckArgs),
     /// Build and install what is missing or broken, verifying each component before the next

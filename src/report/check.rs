@@ -5,8 +5,7 @@
 
 use serde::Serialize;
 
-use super::serving::{Rendered, rendered, text, with_source, word};
-use crate::resolve::serving::reason::Effect;
+use super::serving::{Rendered, rendered, with_source, word};
 use crate::resolve::serving::{Alternative, ChosenBy, Verdict};
 use crate::session::check::Check;
 
@@ -39,6 +38,8 @@ pub struct Json<'a> {
     pub verdicts: Vec<JsonVerdict<'a>>,
     /// Backends whose own binaries must hold the arch (what `--need` says to `kiln install`).
     pub need: &'a [String],
+    /// Environment variables given that no backend fact of this engine reads: not judged.
+    pub unjudged_env: &'a [String],
     /// The `kiln install` line that would make the unproven verdicts work, if any.
     pub install: Option<String>,
 }
@@ -56,6 +57,7 @@ impl<'a> Json<'a> {
             choices: &c.choices,
             verdicts: c.verdicts.iter().map(json_verdict).collect(),
             need: &c.need,
+            unjudged_env: &c.unjudged_env,
             install: install_line(c),
         }
     }
@@ -135,17 +137,11 @@ pub fn human(c: &Check) {
             ChosenBy::Auto => " (auto)",
         };
         println!("  {:10}  {} {}{by}", word(v.works), v.selector, v.value);
-        for r in &v.reasons {
-            let auto = matches!(r, crate::resolve::serving::reason::Reason::AutoChose { .. });
-            if r.effect() == Effect::Proof && v.works != Some(true) && !auto {
-                continue;
-            }
-            let line = if r.effect() == Effect::No || auto {
-                with_source(r)
-            } else {
-                text(r)
-            };
-            println!("                {line}");
+        // Every reason with its source, what says no first.
+        let mut reasons: Vec<&crate::resolve::serving::reason::Reason> = v.reasons.iter().collect();
+        reasons.sort_by_key(|r| r.effect());
+        for r in reasons {
+            println!("                {}", with_source(r));
         }
         if !v.alternatives.is_empty() {
             let alts: Vec<String> = v
@@ -155,6 +151,18 @@ pub fn human(c: &Check) {
                 .collect();
             println!("                instead: {}", alts.join(", "));
         }
+    }
+    if !c.unjudged_env.is_empty() {
+        let vars: Vec<String> = c.unjudged_env.iter().map(|v| format!("${v}")).collect();
+        let version = c.version.as_deref().unwrap_or("?");
+        println!();
+        println!(
+            "not judged: {} (no backend fact of {} {version} reads {}: the engine may ignore {})",
+            vars.join(", "),
+            c.engine,
+            if vars.len() == 1 { "it" } else { "them" },
+            if vars.len() == 1 { "it" } else { "them" }
+        );
     }
     println!();
     match c.works {

@@ -52,6 +52,9 @@ pub struct Check {
     pub works: Option<bool>,
     /// What `kiln install` would add for the verdicts that are not proven yet.
     pub install: Vec<String>,
+    /// Environment variables on the command line that no backend fact of this engine reads: not
+    /// judged (the engine may ignore them, or kiln has no facts for them).
+    pub unjudged_env: Vec<String>,
     /// The chosen backends whose own CUDA binaries must hold the arch (`--need` for install:
     /// a prebuilt wheel without them is then built from source).
     pub need: Vec<String>,
@@ -82,6 +85,26 @@ impl Session {
                 Err(_) => (None, VersionFrom::Unknown),
             },
         };
+        if self.archs.is_empty() {
+            return Err(SessionError::Usage(format!(
+                "no target arch: no GPU found here ({}); name the GPU the command is for, e.g. `--arch 12.0`",
+                self.machine.gpu_source
+            )));
+        }
+        if version.is_none() {
+            let offered: Vec<String> = consumer.versions.iter().map(|v| v.version.to_string()).collect();
+            let asked = self
+                .request
+                .pins
+                .get(&cmd.engine)
+                .map(|(text, _)| format!("`{text}`"))
+                .unwrap_or_else(|| "the targets".into());
+            return Err(SessionError::Usage(format!(
+                "no version of {} fits {asked} with what is installed; kiln's recipes offer {}",
+                cmd.engine,
+                offered.join(", ")
+            )));
+        }
         let dir = cmd.model.as_deref().unwrap_or_default();
         let model = model::read(Path::new(dir)).map_err(|e| SessionError::Usage(e.to_string()))?;
         let workload =
@@ -125,9 +148,17 @@ impl Session {
                 }
                 acc
             });
+        let unjudged_env: Vec<String> = cmd
+            .values
+            .keys()
+            .filter(|k| matches!(k, Selector::Env(_)))
+            .filter(|k| !consumer.backends.iter().any(|b| &b.selector == *k))
+            .map(|k| k.name().to_string())
+            .collect();
         Ok(Check {
             engine: cmd.engine.clone(),
             need,
+            unjudged_env,
             version: version.map(|v| v.to_string()),
             version_from,
             archs: self.archs.clone(),

@@ -235,6 +235,64 @@ fn bad_command_lines_and_models_are_usage_errors() {
     assert!(err.contains("config.json: invalid JSON at line 1"), "{err}");
     let out = run(&["check", "--arch", "12.0"]);
     assert_eq!(out.status.code(), Some(2), "the command after -- is required");
+    let llama = model("llama-3.1-8b");
+    // A flag kiln has facts for, without its value: the engine's parser would refuse it too.
+    let out = run(&[
+        "check",
+        "--arch",
+        "12.0",
+        "--",
+        "vllm",
+        "serve",
+        &llama,
+        "--attention-backend",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("`--attention-backend` needs a value"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A pin no recipe version fits: said, with the versions kiln offers.
+    let out = run(&[
+        "check",
+        "sglang==0.4.0",
+        "--arch",
+        "12.0",
+        "--",
+        "sglang",
+        "serve",
+        "--model-path",
+        &llama,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("kiln's recipes offer 0.5.23, 0.5.11"),
+        "{}",
+        text(&out.stderr)
+    );
+    // No --arch and no GPU: nothing to judge for, said plainly.
+    if which::which("nvidia-smi").is_err() {
+        let out = run(&["check", "--", "vllm", "serve", &llama]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(text(&out.stderr).contains("no target arch"), "{}", text(&out.stderr));
+    }
+    // An environment variable no fact of this version reads is named as not judged
+    // (vLLM 0.33.0 reads no VLLM_ATTENTION_BACKEND: it is absent from vllm/envs.py).
+    let out = run(&[
+        "check",
+        "vllm==0.33.0",
+        "--arch",
+        "12.0",
+        "--json",
+        "--",
+        "VLLM_ATTENTION_BACKEND=FLASHINFER",
+        "vllm",
+        "serve",
+        &llama,
+    ]);
+    let v = stdout_json(&out);
+    assert_eq!(v["unjudged_env"], serde_json::json!(["VLLM_ATTENTION_BACKEND"]), "{v}");
 }
 
 #[test]

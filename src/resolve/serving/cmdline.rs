@@ -30,6 +30,8 @@ pub enum CmdlineError {
     UnknownEngine(String, String),
     #[error("the command names no model directory (give {0})")]
     NoModel(String),
+    #[error("`{0}` needs a value (the engine would refuse the command): write `{0} VALUE` or `{0}=VALUE`")]
+    MissingValue(String),
 }
 
 /// Whether `word` runs a Python interpreter (`python`, `python3.12`, `/venv/bin/python`).
@@ -83,6 +85,15 @@ pub fn parse(set: &RecipeSet, argv: &[String]) -> Result<ServeCommand, CmdlineEr
             .collect();
         return Err(CmdlineError::UnknownEngine(rest.join(" "), known.join(", ")));
     };
+    // Flags kiln has facts for, and the model flags, take a value: one missing is an error here
+    // as it is for the engine's argument parser.
+    let valued = |flag: &str| {
+        recipe.serving.model_flags.iter().any(|f| f == flag)
+            || recipe
+                .backends
+                .iter()
+                .any(|b| b.selector == Selector::Flag(flag.to_string()))
+    };
     let mut model = None;
     let mut args = rest[used..].iter().peekable();
     let mut first = true;
@@ -95,7 +106,11 @@ pub fn parse(set: &RecipeSet, argv: &[String]) -> Result<ServeCommand, CmdlineEr
                     (flag.to_string(), v)
                 }
             };
-            let value = value.unwrap_or_else(|| "true".into());
+            let value = match value {
+                Some(v) => v,
+                None if valued(&flag) => return Err(CmdlineError::MissingValue(flag)),
+                None => "true".into(),
+            };
             if recipe.serving.model_flags.contains(&flag) {
                 model = Some(value.clone());
             }

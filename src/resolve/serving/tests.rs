@@ -45,6 +45,14 @@ fn command_lines_of_both_engines() {
     assert_eq!(c.values[&Selector::Flag("--kv-cache-dtype".into())], "fp8");
 
     assert_eq!(cmdline::parse(&set, &[]).unwrap_err(), CmdlineError::Empty);
+    assert_eq!(
+        cmdline::parse(&set, &argv("vllm serve /m/x --attention-backend --kv-cache-dtype fp8")).unwrap_err(),
+        CmdlineError::MissingValue("--attention-backend".into())
+    );
+    assert_eq!(
+        cmdline::parse(&set, &argv("python -m sglang.launch_server --model-path")).unwrap_err(),
+        CmdlineError::MissingValue("--model-path".into())
+    );
     assert!(matches!(
         cmdline::parse(&set, &argv("python -m http.server")).unwrap_err(),
         CmdlineError::UnknownEngine(..)
