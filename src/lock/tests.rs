@@ -146,6 +146,7 @@ fn a_prebuilt_wheel_is_locked_and_pinned_as_a_wheel() {
         inputs: Vec::new(),
         prepare: None,
         imports: None,
+        runtime_cuda: None,
     };
     let mut problems = Vec::new();
     wheel::pin(&mut entry, &c, &hex, &mut problems);

@@ -242,6 +242,10 @@ pub struct VersionEntry {
     /// `imports` of this version, in place of `[verify] imports` (extensions are renamed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imports: Option<Vec<String>>,
+    /// `runtime_cuda`: the CUDA runtime this version's binary wheel is built for (torch's
+    /// `torch.version.cuda`), when the recipe knows it before installing; a driver too old for
+    /// it blocks the step at plan time.
+    pub runtime_cuda: Option<semver::Version>,
 }
 
 /// One validated recipe.

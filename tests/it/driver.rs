@@ -231,3 +231,48 @@ fn a_flashinfer_cubin_of_another_version_is_named_on_flashinfer() {
     let f = component(&v, "flashinfer");
     assert!(!f.to_string().contains("companion-ignored"), "{f}");
 }
+
+/// The install the issue saw (R570, CUDA 12.8: "installed and verified", then `doctor` says
+/// blocked) is refused at plan time: PyPI's torch 2.14.1 Linux wheel is a CUDA 13.0 build
+/// (`recipes/torch.toml` runtime_cuda; its siblings' METADATA require `cuda-toolkit==13.0.x`), and
+/// a CUDA 13 runtime needs an R580 driver (NVIDIA's table above, and minor version compatibility
+/// covers one major family only).
+#[test]
+fn a_wheel_built_for_a_newer_cuda_than_the_driver_is_refused_at_plan_time() {
+    let w = World::new();
+    let plan = |driver: &str| {
+        let out = w
+            .kiln_with(&recipes())
+            .env_remove("KILN_DRIVER_CUDA")
+            .env("KILN_DRIVER_VERSION", driver)
+            .env("KILN_NO_PREBUILT", "1")
+            .args(["plan", "--json", "--arch", "9.0", "torch"])
+            .output()
+            .unwrap();
+        let v = stdout_json(&out);
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "torch")
+            .unwrap()
+            .clone()
+    };
+    let s = plan("570.124.06");
+    assert_eq!(s["action"], "blocked", "{s}");
+    assert!(
+        s["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["kind"] == "driver-too-old"),
+        "{s}"
+    );
+    let why = s["reason"].as_str().unwrap();
+    assert!(
+        why.contains("torch 2.14.1") && why.contains("CUDA 13.0") && why.contains("12.8"),
+        "{why}"
+    );
+    // An R580 driver runs it.
+    assert_eq!(plan("580.95.05")["action"], "install");
+}

@@ -20,7 +20,15 @@ pub const MAX_VERSIONS: usize = 63;
 /// The keys of one `[[versions]]` entry: its own, then those of `[source]`.
 static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
     [
-        &["version", "depends", "wheels", "inputs", "prepare", "imports"][..],
+        &[
+            "version",
+            "depends",
+            "wheels",
+            "inputs",
+            "prepare",
+            "imports",
+            "runtime_cuda",
+        ][..],
         source::KEYS,
     ]
     .concat()
@@ -60,6 +68,7 @@ pub(super) fn read(
                 inputs: Vec::new(),
                 prepare: None,
                 imports: None,
+                runtime_cuda: None,
             });
         }
         return out;
@@ -128,6 +137,19 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
     let imports = t
         .contains("imports")
         .then(|| super::verify::module_names(cx, t, "versions"));
+    let runtime_cuda = cx
+        .string(t, "runtime_cuda", "versions")
+        .and_then(|r| match lenient_cuda(r.value) {
+            Some(v) => Some(v),
+            None => {
+                cx.error(
+                    r.span,
+                    format!("`runtime_cuda = \"{}\"` is not a CUDA version", r.value),
+                    "write it as torch.version.cuda does, e.g. `13.0`",
+                );
+                None
+            }
+        });
     if let Some(version) = parsed {
         out.versions.push(VersionEntry {
             version,
@@ -137,6 +159,19 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
             inputs,
             prepare,
             imports,
+            runtime_cuda,
         });
     }
+}
+
+/// `13.0` or `12.8.1` as a version (the patch defaults to 0).
+fn lenient_cuda(s: &str) -> Option<semver::Version> {
+    let mut parts = s.trim().split('.').map(|p| p.parse::<u64>().ok());
+    let major = parts.next()??;
+    let minor = parts.next().unwrap_or(Some(0))?;
+    let patch = parts.next().unwrap_or(Some(0))?;
+    parts
+        .next()
+        .is_none()
+        .then(|| semver::Version::new(major, minor, patch))
 }
