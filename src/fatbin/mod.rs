@@ -176,3 +176,21 @@ pub fn read_bytes(data: &[u8], name: &str) -> Result<FileReport, FatbinError> {
     let found = layout::locate(data, name)?;
     Ok(FileReport::new(name, found.fatbins, found.relocatable))
 }
+
+/// A raw fatbin holding one SASS image for `sm` with variant `flags` (0, `a` = 0x20_0000,
+/// `f` = 0x10_0000), read back: the smallest real input for tests of what images mean.
+#[cfg(test)]
+pub(crate) fn test_sass(sm: u32, flags: u64) -> FileReport {
+    let mut e = vec![0u8; 64];
+    e[0..2].copy_from_slice(&2u16.to_le_bytes());
+    e[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
+    e[4..8].copy_from_slice(&64u32.to_le_bytes());
+    e[8..16].copy_from_slice(&8u64.to_le_bytes());
+    e[0x1c..0x20].copy_from_slice(&sm.to_le_bytes());
+    e[0x28..0x30].copy_from_slice(&(0x11 | flags).to_le_bytes());
+    e.extend([0u8; 8]);
+    let mut f = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0];
+    f.extend((e.len() as u64).to_le_bytes());
+    f.extend(e);
+    read_bytes(&f, "t").unwrap()
+}

@@ -138,16 +138,7 @@ fn a_prebuilt_wheel_is_locked_and_pinned_as_a_wheel() {
     let found = [(c.name.clone(), have)].into();
     assert!(differences(&lock, &found).is_empty());
 
-    let mut entry = VersionEntry {
-        version: "0.7.4".parse().unwrap(),
-        source: None,
-        depends: Vec::new(),
-        wheels: Vec::new(),
-        inputs: Vec::new(),
-        prepare: None,
-        imports: None,
-        runtime_cuda: None,
-    };
+    let mut entry = VersionEntry::bare("0.7.4".parse().unwrap(), None);
     let mut problems = Vec::new();
     wheel::pin(&mut entry, &c, &hex, &mut problems);
     assert_eq!(problems.len(), 1, "no URL: {problems:?}");

@@ -248,6 +248,22 @@ pub struct VersionEntry {
     pub runtime_cuda: Option<semver::Version>,
 }
 
+impl VersionEntry {
+    /// A version with a source and nothing of its own (no pins, wheels, inputs or overrides).
+    pub fn bare(version: Version, source: Option<Source>) -> VersionEntry {
+        VersionEntry {
+            version,
+            source,
+            depends: Vec::new(),
+            wheels: Vec::new(),
+            inputs: Vec::new(),
+            prepare: None,
+            imports: None,
+            runtime_cuda: None,
+        }
+    }
+}
+
 /// One validated recipe.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recipe {

@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::arch::Arch;
-use crate::fatbin::FileReport;
 use crate::probe::machine::Sourced;
 use crate::resolve::driver::{self, Runtime};
 use crate::resolve::kernels;
@@ -11,21 +10,7 @@ use crate::resolve::reason::Ran;
 use crate::resolve::reason::status_of;
 use crate::resolve::{Reason, Status};
 
-/// A raw fatbin holding one SASS image for `sm` with variant `flags` (0, `a`, `f`).
-fn sass(sm: u32, flags: u64) -> FileReport {
-    let mut e = vec![0u8; 64];
-    e[0..2].copy_from_slice(&2u16.to_le_bytes());
-    e[2..4].copy_from_slice(&0x0101u16.to_le_bytes());
-    e[4..8].copy_from_slice(&64u32.to_le_bytes());
-    e[8..16].copy_from_slice(&8u64.to_le_bytes());
-    e[0x1c..0x20].copy_from_slice(&sm.to_le_bytes());
-    e[0x28..0x30].copy_from_slice(&(0x11 | flags).to_le_bytes());
-    e.extend([0u8; 8]);
-    let mut f = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0];
-    f.extend((e.len() as u64).to_le_bytes());
-    f.extend(e);
-    crate::fatbin::read_bytes(&f, "t").unwrap()
-}
+use crate::fatbin::test_sass as sass;
 
 fn a(s: &str) -> Arch {
     s.parse().unwrap()

@@ -31,6 +31,13 @@ fn check(w: &World, targets: &[&str], arch: &str, cmd: &str) -> (Option<i32>, se
     (out.status.code(), stdout_json(&out))
 }
 
+/// A usage error (exit 2) whose message says `needle`.
+fn usage_error(out: &std::process::Output, needle: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(needle), "{err}");
+}
+
 fn verdict<'a>(v: &'a serde_json::Value, flag: &str, arch: &str) -> &'a serde_json::Value {
     v["verdicts"]
         .as_array()
@@ -207,12 +214,7 @@ fn bad_command_lines_and_models_are_usage_errors() {
             .unwrap()
     };
     let out = run(&["check", "--arch", "12.0", "--", "python", "-m", "http.server"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("does not start an engine kiln knows"),
-        "{}",
-        text(&out.stderr)
-    );
+    usage_error(&out, "does not start an engine kiln knows");
     let missing = w.dir.path().join("no-such-model");
     let out = run(&[
         "check",
@@ -223,16 +225,12 @@ fn bad_command_lines_and_models_are_usage_errors() {
         "serve",
         missing.to_str().unwrap(),
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
-    assert!(err.contains("not a local model directory with a config.json"), "{err}");
+    usage_error(&out, "not a local model directory with a config.json");
     let bad = w.dir.path().join("bad-model");
     std::fs::create_dir_all(&bad).unwrap();
     std::fs::write(bad.join("config.json"), "{\"architectures\": [").unwrap();
     let out = run(&["check", "--arch", "12.0", "--", "vllm", "serve", bad.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
-    assert!(err.contains("config.json: invalid JSON at line 1"), "{err}");
+    usage_error(&out, "config.json: invalid JSON at line 1");
     let out = run(&["check", "--arch", "12.0"]);
     assert_eq!(out.status.code(), Some(2), "the command after -- is required");
     let llama = model("llama-3.1-8b");
@@ -247,12 +245,7 @@ fn bad_command_lines_and_models_are_usage_errors() {
         &llama,
         "--attention-backend",
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("`--attention-backend` needs a value"),
-        "{}",
-        text(&out.stderr)
-    );
+    usage_error(&out, "`--attention-backend` needs a value");
     // A pin no recipe version fits: said, with the versions kiln offers.
     let out = run(&[
         "check",
@@ -265,12 +258,7 @@ fn bad_command_lines_and_models_are_usage_errors() {
         "--model-path",
         &llama,
     ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("kiln's recipes offer 0.5.23, 0.5.11"),
-        "{}",
-        text(&out.stderr)
-    );
+    usage_error(&out, "kiln's recipes offer 0.5.23, 0.5.11");
     // No --arch and no GPU: nothing to judge for, said plainly.
     if which::which("nvidia-smi").is_err() {
         let out = run(&["check", "--", "vllm", "serve", &llama]);

@@ -60,16 +60,7 @@ pub(super) fn read(
     };
     let Some(item) = root.get("versions") else {
         if let Some(v) = &out.version {
-            out.versions.push(VersionEntry {
-                version: v.clone(),
-                source: out.source.clone(),
-                depends: Vec::new(),
-                wheels: Vec::new(),
-                inputs: Vec::new(),
-                prepare: None,
-                imports: None,
-                runtime_cuda: None,
-            });
+            out.versions.push(VersionEntry::bare(v.clone(), out.source.clone()));
         }
         return out;
     };
