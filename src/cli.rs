@@ -214,8 +214,19 @@ pub enum Command {
     /// target already has (`installed`, such as the machine's torch, and what it needs) and
     /// local `path` sources are left out; the output says which.
     ///
+    /// `--for NODE.json [TARGETS]` bundles for another node instead, one kiln cannot build on or
+    /// reach: the plan is made from the facts that node's `kiln doctor --json` wrote (its Python,
+    /// wheel tags, GPUs, driver, installed distributions, libraries), prebuilt wheels are judged
+    /// against that node, and the wheelhouse holds what it lacks, for its tags. Nothing in such
+    /// a bundle is proven: `kiln install --bundle` on the node installs it offline, runs every
+    /// proof there and writes the proven kiln.lock.
+    ///
     /// `--split 60MiB` writes parts (`FILE.01-of-06` ...) for transfers that cap a file's size;
     /// `kiln install --bundle` takes any part's name, or `cat FILE.*-of-06 > FILE` joins them.
+    ///
+    /// Examples:
+    ///   kiln bundle --lock kiln.lock -o stack.tar --split 60MiB
+    ///   kiln bundle --for h200.json 'sglang==0.5.11' -o sglang.tar --split 60MiB
     Bundle(BundleArgs),
     /// What kiln's cache holds (sources, git mirrors, wheels, probe results, build trees, logs)
     /// and how big each part is; `kiln cache clean` to free space
@@ -328,9 +339,15 @@ pub enum CacheAction {
 
 #[derive(Debug, Args)]
 pub struct BundleArgs {
+    /// With --for: the components to plan for that node, optionally pinned (`sglang==0.5.11`)
+    #[arg(requires = "for_node")]
+    pub targets: Vec<String>,
     /// The lockfile to bundle
-    #[arg(long, value_name = "FILE", default_value = DEFAULT_LOCK_FILE)]
+    #[arg(long, value_name = "FILE", default_value = DEFAULT_LOCK_FILE, conflicts_with = "for_node")]
     pub lock: PathBuf,
+    /// Plan the bundle for another node: the facts its `kiln doctor --json` wrote
+    #[arg(long = "for", value_name = "FILE")]
+    pub for_node: Option<PathBuf>,
     /// Where to write the bundle
     #[arg(long, short = 'o', value_name = "FILE", default_value = DEFAULT_BUNDLE_FILE)]
     pub output: PathBuf,

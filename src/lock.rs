@@ -40,6 +40,9 @@ pub const FORMAT: u32 = 1;
 const HEADER: &str = "# kiln.lock: written by `kiln lock`, reproduced by `kiln install --locked`.\n\
                       # Every field is a fact kiln proved when it was written; do not edit it by hand.\n";
 
+const PLANNED_HEADER: &str = "# kiln.lock planned by `kiln bundle --for`: a plan for another node, nothing in it proven yet.\n\
+                              # `kiln install --bundle` on that node installs it, proves it and writes the proven kiln.lock.\n";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lock {
@@ -63,6 +66,12 @@ pub struct Environment {
     /// The CUDA toolkit's version, when one was found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
+    /// Set in a lock that `kiln bundle --for` planned for another node (that node's name):
+    /// nothing in it is proven yet. `kiln install --bundle` there installs it, runs every
+    /// proof and writes the proven `kiln.lock`; until then only each component's version,
+    /// source and features are known, so only those are compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_for: Option<String>,
 }
 
 /// One component as it was installed.
@@ -158,6 +167,7 @@ impl Environment {
             platform,
             archs: archs.to_vec(),
             cuda,
+            planned_for: None,
         }
     }
 }
@@ -248,7 +258,12 @@ pub fn parse(file: &str, text: &str) -> Result<Lock, LockError> {
 /// The lockfile's text: a header, then TOML.
 pub fn render(lock: &Lock) -> String {
     let body = toml::to_string(lock).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
-    format!("{HEADER}{body}")
+    let header = if lock.environment.planned_for.is_some() {
+        PLANNED_HEADER
+    } else {
+        HEADER
+    };
+    format!("{header}{body}")
 }
 
 /// Writes the lockfile whole or not at all (a temporary file renamed over it).
@@ -315,6 +330,10 @@ pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Differe
         let source = |l: &Locked| wheel::identity(&l.source, l.wheel_sha256.as_deref());
         diff("source", source(want), source(have), false);
         diff("features", text(&want.features), text(&have.features), false);
+        // A planned lock knows no more than these: the rest is what the node proves.
+        if lock.environment.planned_for.is_some() {
+            continue;
+        }
         diff("archs", text(&want.archs), text(&have.archs), false);
         diff("cuda", opt(&want.cuda), opt(&have.cuda), false);
         let against =

@@ -264,14 +264,17 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
             .collect();
         return Err((fail(StepError::Imports(texts)), Box::new(Fault::Imports(failed))));
     }
-    // Where a GPU of the target arch is here and the driver can drive it, the kernels must also run.
+    // Where a GPU of the target arch is here and the driver can drive it, the kernels must also
+    // run. A serving proof runs once, in the verdict that follows the install (and is cached
+    // there): it starts a whole engine, too long to run twice.
     if !crate::resolve::driver::smoke_archs(cx.machine, &plan.archs).is_empty()
-        && let Some(smoke) = &r.smoke
+        && let Some(smoke) = r.smoke.as_ref().filter(|s| !s.serve)
     {
         let script = crate::probe::smoke::Script {
             component: &r.name,
             path: &smoke.path,
             text: &smoke.text,
+            serve: false,
         };
         let s = crate::probe::smoke::run(&cx.python, &script, &cx.cache.join("smoke"), cx.import_timeout);
         if !s.ok {

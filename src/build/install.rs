@@ -201,7 +201,7 @@ impl Installer {
 /// `uv` with what kiln's environment says about certificates and indexes: the system's
 /// certificate store (`UV_SYSTEM_CERTS`, `UV_NATIVE_TLS` for uv before 0.9) unless the user chose,
 /// and pip's `PIP_INDEX_URL` / `PIP_EXTRA_INDEX_URL` where uv's own variables are unset.
-fn uv_cmd(uv: &Path) -> Cmd {
+pub fn uv_cmd(uv: &Path) -> Cmd {
     uv_env(Cmd::new(uv.display().to_string()), |k| std::env::var(k).ok())
 }
 

@@ -27,7 +27,9 @@ use crate::lock::Lock;
 use crate::recipe::{InputSource, RecipeSet, Source};
 
 mod check;
+pub mod node_wheels;
 pub mod parts;
+pub mod planned;
 pub mod wheelhouse;
 
 /// The lockfile's name inside a bundle.
@@ -431,6 +433,7 @@ mod tests {
                     platform: None,
                     archs: Vec::new(),
                     cuda: None,
+                    planned_for: None,
                 },
                 components: vec![Locked {
                     name: "x".into(),

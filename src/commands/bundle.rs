@@ -7,9 +7,10 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use super::{CmdResult, Failure, load_recipes, read_lock};
-use crate::bundle::wheelhouse;
+use super::{CmdResult, Failure, conflict, load_recipes, read_lock};
+use crate::bundle::{node_wheels, wheelhouse};
 use crate::report::{self, bundle::Bundled};
+use crate::session::Session;
 use crate::settings::Settings;
 
 pub fn run(
@@ -85,7 +86,21 @@ pub fn run(
         .left_out
         .extend(wanted.unmet.iter().map(|u| format!("{u}: the target must have it")));
 
-    crate::bundle::write(output, &text, &contents, cache).map_err(|e| Failure::User(e.to_string()))?;
+    finish(settings, output, &text, &contents, &wanted, split, None)
+}
+
+/// Writes the bundle (and its parts) and says what it holds.
+fn finish(
+    settings: &Settings,
+    output: &Path,
+    lock_text: &str,
+    contents: &crate::bundle::Contents,
+    wanted: &wheelhouse::Wanted,
+    split: Option<u64>,
+    planned_for: Option<&str>,
+) -> CmdResult {
+    let cache = &settings.cache_dir;
+    crate::bundle::write(output, lock_text, contents, cache).map_err(|e| Failure::User(e.to_string()))?;
     let bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
     let parts = match split {
         Some(max) => crate::bundle::parts::split(output, max).map_err(|e| Failure::User(e.to_string()))?,
@@ -96,8 +111,9 @@ pub fn run(
         bundle: output,
         bytes,
         parts: &parts,
-        wheelhouse: &wanted,
-        contents: &contents,
+        wheelhouse: wanted,
+        contents,
+        planned_for,
     };
     if settings.json {
         report::json_doc(&doc);
@@ -105,4 +121,57 @@ pub fn run(
         report::bundle::human(&doc);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `kiln bundle --for NODE [TARGETS]`: the plan for the node whose facts are in `node`, as a
+/// planned lock, with the sources it installs from and the wheels it lacks for its tags.
+pub fn run_for(settings: &Settings, node: &Path, targets: &[String], output: &Path, split: Option<u64>) -> CmdResult {
+    let set = load_recipes(settings)?;
+    let s = Session::open_for(settings, set, targets, node)?;
+    let plan = s.plan(settings).map_err(|c| conflict(settings, &c))?;
+    if plan.is_blocked() {
+        if !settings.json {
+            report::plan::human(&plan, &s.python, &s.facts.python.version);
+        }
+        return Err(Failure::User(format!(
+            "cannot bundle for {}: the plan is blocked (above); nothing was written",
+            node.display()
+        )));
+    }
+    let facts = crate::probe::node::read(node).map_err(|e| Failure::User(e.to_string()))?;
+    let cuda = s.machine.cuda_toolkit.as_ref().map(|t| t.version.to_string());
+    let cache = &settings.cache_dir;
+    let bad = |what: &str, problems: Vec<String>| {
+        Failure::User(format!(
+            "cannot bundle for {}: {what}:\n  - {}",
+            node.display(),
+            problems.join("\n  - ")
+        ))
+    };
+    let mut lock = crate::bundle::planned::lock(&plan, &s.set, &s.facts, &plan.archs, cuda, &facts.host)
+        .map_err(|p| bad("the plan cannot be written as a lock", p))?;
+    let _ = std::fs::create_dir_all(cache.join("logs"));
+    let log = cache.join("logs").join(format!("bundle-{}.log", std::process::id()));
+    crate::bundle::planned::fetch_sources(&mut lock, &s.set, cache, settings.offline, &log)
+        .map_err(|p| bad("kiln cannot fetch what the node installs from", p))?;
+    let (mut contents, missing) = crate::bundle::contents(&lock, &s.set, cache);
+    if !missing.is_empty() {
+        return Err(bad("kiln's cache lacks what the node installs from", missing));
+    }
+    let tags = facts.wheel_tags().map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
+    let target = node_wheels::NodeTarget::of(&s.facts.python.version, &tags)
+        .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
+    let uv = crate::build::install::UV
+        .ensure(cache, settings.offline)
+        .map_err(|e| Failure::User(format!("cannot resolve for the node without uv: {e}")))?;
+    let work = cache.join("work").join(format!("bundle-for-{}", std::process::id()));
+    let wanted = node_wheels::resolve(&uv, &lock, &s.set, &s.facts, &target, (cache, &work), settings.offline, &log);
+    let _ = std::fs::remove_dir_all(&work);
+    let wanted = wanted.map_err(|e| Failure::User(format!("{e}\n  log: {}", log.display())))?;
+    let (here, _) = crate::probe::python::choose(settings.python.as_deref()).map_err(Failure::User)?;
+    let files = node_wheels::fetch(&here, &wanted, &target, &crate::cache_dir::wheelhouse(cache), settings.offline, &log)
+        .map_err(|e| Failure::User(format!("{e}\n  log: {}", log.display())))?;
+    contents.entries.extend(files.iter().map(|f| format!("wheelhouse/{f}")));
+    let text = crate::lock::render(&lock);
+    finish(settings, output, &text, &contents, &wanted, split, Some(&facts.host))
 }

@@ -183,7 +183,35 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
     if failed {
         return Err(Failure::Reported);
     }
+    // A lock planned for this node (`kiln bundle --for`) is proven only now: write the lock of
+    // what is here, as `kiln lock` would.
+    if lock.environment.planned_for.is_some() {
+        write_proven(&settings, &after)?;
+    }
     result
+}
+
+/// Writes `kiln.lock` of the proven environment after a planned bundle installed, or says
+/// which component is not proven (and writes nothing).
+fn write_proven(settings: &Settings, after: &Session) -> CmdResult {
+    let out = Path::new(crate::settings::DEFAULT_LOCK_FILE);
+    match after.lock(false) {
+        Ok(proven) => {
+            crate::lock::write(out, &proven).map_err(|e| Failure::User(e.to_string()))?;
+            if !settings.json && !settings.quiet {
+                report::install::proven_lock(out, proven.components.len());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(locked::Unlockable::NotProven(refused)) => {
+            let refused: Vec<String> = refused.iter().map(report::reason::refused).collect();
+            Err(Failure::User(format!(
+                "installed as planned, but not proven here, so no kiln.lock was written:\n  - {}",
+                refused.join("\n  - ")
+            )))
+        }
+        Err(locked::Unlockable::Nothing) => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// `kiln install --bundle FILE`: unpack the bundle into the cache, then reproduce its lock

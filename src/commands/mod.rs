@@ -122,7 +122,10 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
                 None => install::run(s, &a.targets.targets, a.dry_run, a.aot),
             }
         }
-        Command::Bundle(a) => bundle::run(s, &a.lock, &a.output, a.split.map(|b| b.as_u64()), a.no_built_wheels),
+        Command::Bundle(a) => match &a.for_node {
+            Some(node) => bundle::run_for(s, node, &a.targets, &a.output, a.split.map(|b| b.as_u64())),
+            None => bundle::run(s, &a.lock, &a.output, a.split.map(|b| b.as_u64()), a.no_built_wheels),
+        },
         Command::Cache(a) => cache::run(s, a.action.as_ref()),
         Command::Lock(a) => lock::run(s, &a.targets.targets, &a.output),
         Command::Verify(t) => verify::run(s, &t.targets),

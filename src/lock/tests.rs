@@ -10,6 +10,7 @@ fn sample() -> Lock {
             platform: Some("linux x86_64".into()),
             archs: vec![Arch { major: 12, minor: 0 }],
             cuda: Some("13.0".into()),
+            planned_for: None,
         },
         components: vec![Locked {
             name: "flashinfer".into(),

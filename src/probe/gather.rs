@@ -53,6 +53,8 @@ pub struct Smoke {
     /// The component's distribution (normalized) and the imports that must have run.
     pub dist: String,
     pub needs: Vec<String>,
+    /// A serving proof (`[verify] serve`).
+    pub serve: bool,
 }
 
 /// What to probe, and how.
@@ -289,6 +291,7 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
             component: &u.name,
             path: &s.path,
             text: &s.text,
+            serve: s.serve,
         };
         let result = smoke::run(req.python, &script, req.smoke_scratch, req.per_import);
         sources.smoke.insert(u.name.clone(), fresh);

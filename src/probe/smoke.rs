@@ -5,9 +5,12 @@
 //!
 //! Each script runs as `python -I -B FILE` in a scratch directory, with a time limit; exit
 //! status 0 is a pass, anything else a failure whose last lines of output are the evidence.
-//! It deliberately ignores what the script prints on success, and never runs a script when no
-//! GPU of a target arch is present (a pass there would prove nothing about the target). It
-//! takes the script as plain values ([`Script`]): which recipe names it is not its concern.
+//! A serving proof (`[verify] serve`) is a smoke test that starts the real engine on a tiny
+//! model and generates tokens; on success it must print one line `kiln-serve: {json}` with what
+//! it measured ([`Served`]), which is kept as the evidence. Of any other script, what it prints
+//! on success is ignored. No script runs when no GPU of a target arch is present (a pass there
+//! would prove nothing about the target). It takes the script as plain values ([`Script`]):
+//! which recipe names it is not its concern.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,6 +29,45 @@ pub struct Script<'a> {
     pub path: &'a str,
     /// The script's text.
     pub text: &'a str,
+    /// A serving proof: its `kiln-serve:` line is read, and it may run for [`SERVE_LIMIT`].
+    pub serve: bool,
+}
+
+/// How long a serving proof may take at most (an engine's start, CUDA graphs and JIT
+/// compiles included), whatever the per-import limit.
+pub const SERVE_LIMIT: Duration = Duration::from_secs(900);
+
+/// The line prefix a serving proof prints its measurements after.
+pub const SERVED_PREFIX: &str = "kiln-serve: ";
+
+/// What a serving proof measured: the engine and one entry per model it served.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Served {
+    /// `sglang 0.5.11`.
+    pub engine: String,
+    /// The GPU it ran on, as the engine's torch names it.
+    #[serde(default)]
+    pub gpu: String,
+    pub runs: Vec<ServedRun>,
+}
+
+/// One model served: what it was, what came out, how fast, and what the engine chose.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServedRun {
+    /// `dense` or `moe`, with the architecture (`LlamaForCausalLM`, 2 layers, random weights).
+    pub model: String,
+    pub prompts: u32,
+    /// Tokens generated over all prompts.
+    pub tokens: u64,
+    /// Wall time of the generate call.
+    pub seconds: f64,
+    pub tokens_per_s: f64,
+    /// The backends the engine chose (`attention` → `fa3`, `moe` → `triton`), as it reported them.
+    #[serde(default)]
+    pub backends: std::collections::BTreeMap<String, String>,
+    /// Seconds from creating the engine to its being ready.
+    #[serde(default)]
+    pub start_seconds: f64,
 }
 
 /// What one smoke test did.
@@ -36,6 +78,9 @@ pub struct SmokeResult {
     /// On failure: the exit status and the last lines of output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A serving proof's measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<Served>,
 }
 
 /// The target archs a GPU here has: smoke tests run only for these.
@@ -50,6 +95,7 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
         ok: false,
         seconds: start.elapsed().as_secs_f64(),
         error: Some(error),
+        served: None,
     };
     if let Err(e) = std::fs::create_dir_all(scratch) {
         return fail(format!("cannot create {}: {e}", scratch.display()));
@@ -61,13 +107,26 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
     let cmd = Cmd::new(python.display().to_string())
         .args(["-I", "-B"])
         .arg(file.display().to_string())
-        .cwd(scratch);
+        .cwd(scratch)
+        // One script may prove several components (`serve/engine.py`): this says which.
+        .env("KILN_COMPONENT", script.component);
+    let timeout = if script.serve { timeout.max(SERVE_LIMIT) } else { timeout };
     match cmd.capture(b"", timeout) {
         Err(e) => fail(format!("cannot run {}: {e}", python.display())),
+        Ok(out) if out.success && script.serve => match served(&out.stdout) {
+            Ok(s) => SmokeResult {
+                ok: true,
+                seconds: start.elapsed().as_secs_f64(),
+                error: None,
+                served: Some(s),
+            },
+            Err(why) => fail(format!("{}: {why}", script.path)),
+        },
         Ok(out) if out.success => SmokeResult {
             ok: true,
             seconds: start.elapsed().as_secs_f64(),
             error: None,
+            served: None,
         },
         Ok(out) => {
             let text = format!("{}\n{}", out.stdout, out.stderr);
@@ -75,5 +134,42 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
             let tail = tail[tail.len().saturating_sub(3)..].join(" | ");
             fail(format!("{} ({}): {tail}", script.path, out.status))
         }
+    }
+}
+
+/// The measurements a serving proof printed (its last `kiln-serve:` line); a proof that
+/// generated no tokens proved nothing.
+fn served(stdout: &str) -> Result<Served, String> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(SERVED_PREFIX))
+        .ok_or_else(|| format!("exited 0 but printed no `{}` line", SERVED_PREFIX.trim()))?;
+    let s: Served = serde_json::from_str(line).map_err(|e| format!("its `{}` line is not one: {e}", SERVED_PREFIX.trim()))?;
+    match s.runs.iter().find(|r| r.tokens == 0) {
+        _ if s.runs.is_empty() => Err("it served no model".into()),
+        Some(r) => Err(format!("{} generated no tokens", r.model)),
+        None => Ok(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_serving_proof_counts_only_with_tokens() {
+        let line = |tokens: u64| {
+            format!(
+                "noise\n{SERVED_PREFIX}{{\"engine\":\"sglang 0.5.11\",\"runs\":[{{\"model\":\"dense\",\"prompts\":2,\"tokens\":{tokens},\"seconds\":0.5,\"tokens_per_s\":{},\"backends\":{{\"attention\":\"fa3\"}}}}]}}\n",
+                tokens as f64 / 0.5
+            )
+        };
+        let s = served(&line(64)).unwrap();
+        assert_eq!(s.runs[0].tokens, 64);
+        assert_eq!(s.runs[0].backends["attention"], "fa3");
+        assert_eq!(served(&line(0)).unwrap_err(), "dense generated no tokens");
+        assert!(served("all fine\n").unwrap_err().contains("printed no `kiln-serve:` line"));
+        assert!(served(&format!("{SERVED_PREFIX}{{}}")).unwrap_err().contains("is not one"));
     }
 }

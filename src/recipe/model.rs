@@ -118,6 +118,10 @@ pub struct Smoke {
     pub text: String,
     #[serde(skip)]
     pub span: Option<Range<usize>>,
+    /// A serving proof (`[verify] serve`): the script starts the real engine on a tiny model,
+    /// generates tokens and prints what it measured (see `probe::smoke::Served`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub serve: bool,
 }
 
 /// A JIT proof (`[verify] jit`): a Python script, named relative to the recipe file, that

@@ -20,6 +20,9 @@ pub struct Bundled<'a> {
     /// The third-party wheels it was asked to carry.
     pub wheelhouse: &'a Wanted,
     pub contents: &'a Contents,
+    /// The node a `bundle --for` planned it for: nothing in it is proven yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_for: Option<&'a str>,
 }
 
 /// The bundle written, for a person.
@@ -54,6 +57,11 @@ pub fn human(b: &Bundled) {
             let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
             println!("  {} ({})", p.display(), megabytes(size));
         }
+    }
+    if let Some(node) = b.planned_for {
+        println!(
+            "planned for {node}: nothing in it is proven yet; `kiln install --bundle` there installs it, runs every proof and writes the proven kiln.lock"
+        );
     }
     println!(
         "on the target (no network needed): kiln install --bundle {}",

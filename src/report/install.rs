@@ -279,6 +279,15 @@ pub fn lock_compared(path: &Path, locked: usize, differences: &[Difference]) {
     }
 }
 
+/// The proven lock written after a planned bundle installed.
+pub fn proven_lock(path: &Path, components: usize) {
+    println!(
+        "proven here: wrote {} ({components} component{}); `kiln install --locked` reproduces it",
+        path.display(),
+        if components == 1 { "" } else { "s" }
+    );
+}
+
 /// Where a locked install's target archs came from, as `install --json` says it (`archs_from`).
 pub fn archs_from(from: crate::session::locked::ArchsFrom) -> &'static str {
     use crate::session::locked::ArchsFrom;

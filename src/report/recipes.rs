@@ -102,8 +102,13 @@ pub fn show(r: &Recipe) {
         println!("  verify     import {}", r.imports.join(", "));
     }
     if let Some(s) = &r.smoke {
+        let what = if s.serve {
+            "serving proof (the engine generates tokens on a tiny model)"
+        } else {
+            "smoke test"
+        };
         println!(
-            "  verify     smoke test {} where a GPU of the target arch is present",
+            "  verify     {what} {} where a GPU of the target arch is present",
             s.path
         );
     }

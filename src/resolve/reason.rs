@@ -174,6 +174,18 @@ pub enum Reason {
     },
     /// No GPU of a target arch here: the smoke test did not run.
     SmokeNotRun { script: String },
+    /// The serving proof ran on a GPU of a target arch: the real engine generated tokens on a
+    /// tiny model (`served`: what it measured and the backends it chose).
+    Served {
+        script: String,
+        archs: Vec<Arch>,
+        seconds: f64,
+        served: crate::probe::smoke::Served,
+    },
+    /// The serving proof failed here.
+    ServeFailed { script: String, error: Option<String> },
+    /// No GPU of a target arch here: the serving proof did not run (never a pass).
+    ServeNotRun { script: String },
     /// A GPU of a target arch is here, but no driver that can drive it: the smoke test could
     /// not run (`driver` = `None`: no NVIDIA driver found; else the one found, too old).
     SmokeNeedsDriver {
@@ -326,7 +338,11 @@ impl Reason {
             | JitNotProven { .. } => Status::Blocked,
             ArchUnsupported { .. } | PythonUnsupported { .. } => Status::Unsupported,
             NotInstalled { .. } => Status::Missing,
-            ImportFailed { .. } | SmokeFailed { .. } | JitFailed { .. } | SharedImportPackage { .. } => Status::Broken,
+            ImportFailed { .. }
+            | SmokeFailed { .. }
+            | ServeFailed { .. }
+            | JitFailed { .. }
+            | SharedImportPackage { .. } => Status::Broken,
             VersionUnreadable { .. } | VersionNotAccepted { .. } | CompanionIgnored { .. } => Status::Outdated,
             ImagesMissing { .. } | JitWrongArch { .. } => Status::WrongArch,
             BuiltAgainst { .. } | OtherSource { .. } => Status::Stale,

@@ -411,7 +411,33 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     reasons.extend(arch.as_ref().map(|c| c.reason()));
     reasons.extend(driver_check(dist, bins, ev));
     reasons.extend(super::jit::verdict(r, ev));
-    if let Some(smoke) = &r.smoke {
+    if let Some(smoke) = r.smoke.as_ref().filter(|s| s.serve) {
+        // The strongest evidence there is, so it comes first.
+        let script = smoke.path.clone();
+        let reason = match ev.smoke.get(&r.name) {
+            Some(SmokeResult { ok: false, error, .. }) => Reason::ServeFailed {
+                script,
+                error: error.clone(),
+            },
+            Some(SmokeResult {
+                served: Some(served),
+                seconds,
+                ..
+            }) => Reason::Served {
+                script,
+                archs: ev.smoke_archs.to_vec(),
+                seconds: *seconds,
+                served: served.clone(),
+            },
+            // A pass that measured nothing (a cache entry of an older kiln) proves nothing.
+            Some(_) => Reason::ServeNotRun { script },
+            None => match driver::smoke_blocked(ev.machine, ev.archs, ev.smoke_archs) {
+                Some((archs, driver)) => Reason::SmokeNeedsDriver { script, archs, driver },
+                None => Reason::ServeNotRun { script },
+            },
+        };
+        reasons.insert(0, reason);
+    } else if let Some(smoke) = &r.smoke {
         let script = smoke.path.clone();
         reasons.push(match ev.smoke.get(&r.name) {
             Some(SmokeResult { ok: false, error, .. }) => Reason::SmokeFailed {

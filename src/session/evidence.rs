@@ -96,6 +96,7 @@ fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<String>) -> Unit {
             key: format!("{archs}\0{}", s.text),
             dist: probe::normalize(r.dist.as_deref().unwrap_or(&r.name)),
             needs: r.imports.clone(),
+            serve: s.serve,
         })
     });
     Unit {

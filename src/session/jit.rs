@@ -263,6 +263,7 @@ fn prove_one(
         component: &r.name,
         path: &jit.path,
         text: &jit.text,
+        serve: false,
     };
     let proof = jit::run(python, &script, &env, &dir.join(&key), LIMIT);
     let outcome = JitOutcome::Ran(proof);

@@ -10,7 +10,7 @@ use super::depends;
 use super::doc::Table;
 use crate::recipe::model::{Feature, Jit, Smoke};
 
-const KEYS: &[&str] = &["imports", "smoke", "jit", "jit_env"];
+const KEYS: &[&str] = &["imports", "smoke", "serve", "jit", "jit_env"];
 const FEATURE: &[&str] = &["summary", "depends", "imports"];
 
 /// What `[verify]` says: the imports, and the smoke script's name.
@@ -34,7 +34,24 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Verify {
             path: s.value.to_string(),
             text: String::new(),
             span: s.span,
+            serve: false,
         });
+        // A serving proof is the strongest smoke test: one script proves both.
+        if let Some(s) = cx.string(v, "serve", "verify") {
+            if out.smoke.is_some() {
+                cx.error(
+                    s.span.clone(),
+                    "both `smoke` and `serve`".into(),
+                    "a serving proof runs the component's kernels too: keep `serve` and fold the smoke test's checks into it, or drop `serve`",
+                );
+            }
+            out.smoke = Some(Smoke {
+                path: s.value.to_string(),
+                text: String::new(),
+                span: s.span,
+                serve: true,
+            });
+        }
         let env = match cx.table(v, "jit_env", "verify") {
             Some(t) => super::build::templates(cx, t, "verify.jit_env"),
             None => Default::default(),

@@ -1,0 +1,253 @@
+# kiln serving proof for SGLang and vLLM (`[verify] serve`): the real engine serves tokens on
+# this GPU. Nothing is downloaded: a tokenizer and two tiny random-weight models are written on
+# the spot in the Hugging Face layout the engines load (config.json, model.safetensors,
+# tokenizer.json), one dense (LlamaForCausalLM) and one mixture-of-experts
+# (MixtralForCausalLM, through the engine's default MoE backend). Each is started with the
+# engine's own entry point (SGLang `Engine`, vLLM `LLM`), asked for greedy completions, and
+# timed; the backends the engine chose are read from the engine itself.
+#
+# kiln runs it as `python -I -B engine.py` with KILN_COMPONENT naming the engine (sglang or
+# vllm); it prints one line `kiln-serve: {json}` that kiln keeps as the evidence.
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+VOCAB = 1024
+HIDDEN, INTER, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 256, 512, 2, 4, 2, 64
+EXPERTS, TOP_K = 8, 2
+PROMPTS, NEW_TOKENS = 8, 32
+
+
+def write_tokenizer(d):
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+
+    special = ["<unk>", "<s>", "</s>", "<pad>"]
+    vocab = {t: i for i, t in enumerate(special)}
+    for i in range(VOCAB - len(special)):
+        vocab[f"w{i}"] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    tok.save(os.path.join(d, "tokenizer.json"))
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "pad_token": "<pad>",
+                "model_max_length": 1024,
+                "add_bos_token": False,
+            },
+            f,
+        )
+
+
+def write_model(d, moe):
+    import torch
+    from safetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(0)
+
+    def rand(*shape):
+        return (torch.randn(*shape, generator=g) * 0.02).to(torch.bfloat16)
+
+    def ones(n):
+        return torch.ones(n, dtype=torch.bfloat16)
+
+    w = {"model.embed_tokens.weight": rand(VOCAB, HIDDEN), "model.norm.weight": ones(HIDDEN)}
+    w["lm_head.weight"] = rand(VOCAB, HIDDEN)
+    for i in range(LAYERS):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = ones(HIDDEN)
+        w[p + "post_attention_layernorm.weight"] = ones(HIDDEN)
+        w[p + "self_attn.q_proj.weight"] = rand(HEADS * HEAD_DIM, HIDDEN)
+        w[p + "self_attn.k_proj.weight"] = rand(KV_HEADS * HEAD_DIM, HIDDEN)
+        w[p + "self_attn.v_proj.weight"] = rand(KV_HEADS * HEAD_DIM, HIDDEN)
+        w[p + "self_attn.o_proj.weight"] = rand(HIDDEN, HEADS * HEAD_DIM)
+        if moe:
+            w[p + "block_sparse_moe.gate.weight"] = rand(EXPERTS, HIDDEN)
+            for e in range(EXPERTS):
+                x = f"{p}block_sparse_moe.experts.{e}."
+                w[x + "w1.weight"] = rand(INTER, HIDDEN)
+                w[x + "w3.weight"] = rand(INTER, HIDDEN)
+                w[x + "w2.weight"] = rand(HIDDEN, INTER)
+        else:
+            w[p + "mlp.gate_proj.weight"] = rand(INTER, HIDDEN)
+            w[p + "mlp.up_proj.weight"] = rand(INTER, HIDDEN)
+            w[p + "mlp.down_proj.weight"] = rand(HIDDEN, INTER)
+    save_file(w, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    config = {
+        "architectures": ["MixtralForCausalLM" if moe else "LlamaForCausalLM"],
+        "model_type": "mixtral" if moe else "llama",
+        "vocab_size": VOCAB,
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTER,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
+        "hidden_act": "silu",
+        "max_position_embeddings": 1024,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 3,
+        "torch_dtype": "bfloat16",
+    }
+    if moe:
+        config.update(num_local_experts=EXPERTS, num_experts_per_tok=TOP_K, sliding_window=None)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config, f)
+
+
+def model_dir(root, moe):
+    d = os.path.join(root, "moe" if moe else "dense")
+    os.makedirs(d, exist_ok=True)
+    write_tokenizer(d)
+    write_model(d, moe)
+    return d
+
+
+def prompts():
+    return [" ".join(f"w{(7 * p + i) % 900}" for i in range(12)) for p in range(PROMPTS)]
+
+
+def describe(moe):
+    if moe:
+        return f"moe: MixtralForCausalLM, {LAYERS} layers, {EXPERTS} experts top-{TOP_K}, random weights"
+    return f"dense: LlamaForCausalLM, {LAYERS} layers, random weights"
+
+
+def serve_sglang(root):
+    import sglang
+
+    runs = []
+    for moe in (False, True):
+        d = model_dir(root, moe)
+        t0 = time.time()
+        engine = sglang.Engine(
+            model_path=d,
+            dtype="bfloat16",
+            mem_fraction_static=0.25,
+            cuda_graph_max_bs=PROMPTS,
+            random_seed=0,
+            log_level="warning",
+        )
+        started = time.time() - t0
+        try:
+            t1 = time.time()
+            outs = engine.generate(
+                prompts(), {"max_new_tokens": NEW_TOKENS, "temperature": 0.0, "ignore_eos": True}
+            )
+            seconds = time.time() - t1
+            tokens = sum(o["meta_info"]["completion_tokens"] for o in outs)
+            # The scheduler's own arguments, after it resolved them
+            # (sglang/srt/entrypoints/engine.py:869 get_server_info,
+            # sglang/srt/managers/scheduler.py:3370 get_internal_state).
+            info = engine.get_server_info()
+            states = info.get("internal_states") or [{}]
+            state = states[0] if isinstance(states, list) else states
+            keys = ["attention_backend", "sampling_backend"] + (["moe_runner_backend"] if moe else [])
+            backends = {k.replace("_backend", ""): str(state.get(k, info.get(k))) for k in keys}
+        finally:
+            engine.shutdown()
+        runs.append(run(moe, tokens, seconds, started, backends, outs[0]["text"]))
+    return f"sglang {sglang.__version__}", runs
+
+
+class Chosen:
+    """What vLLM logs about the backends it picked (vllm/platforms/cuda.py: "Using %s backend.";
+    vllm/model_executor/layers/fused_moe/oracle/unquantized.py: "Using ... Unquantized MoE backend")."""
+
+    def __init__(self):
+        import logging
+
+        self.seen = {}
+        outer = self
+
+        class Handler(logging.Handler):
+            def emit(self, record):
+                msg = record.getMessage()
+                if "MoE backend" in msg:
+                    outer.seen["moe"] = msg.split(" out of")[0].replace("Using ", "")
+                elif msg.startswith("Using ") and msg.rstrip(".").endswith(" backend"):
+                    outer.seen.setdefault("attention", msg[len("Using "):].rstrip("."))
+
+        self.handler = Handler(level=logging.DEBUG)
+        logging.getLogger("vllm").addHandler(self.handler)
+
+
+def serve_vllm(root):
+    # The engine core in this process, so that what it logs is seen here.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    import vllm
+    from vllm import LLM, SamplingParams
+
+    runs = []
+    for moe in (False, True):
+        d = model_dir(root, moe)
+        chosen = Chosen()
+        t0 = time.time()
+        llm = LLM(
+            model=d,
+            dtype="bfloat16",
+            gpu_memory_utilization=0.25,
+            max_model_len=512,
+            max_num_seqs=PROMPTS,
+            seed=0,
+            compilation_config={"cudagraph_capture_sizes": [1, 2, 4, 8]},
+        )
+        started = time.time() - t0
+        params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
+        t1 = time.time()
+        outs = llm.generate(prompts(), params)
+        seconds = time.time() - t1
+        tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+        runs.append(run(moe, tokens, seconds, started, dict(chosen.seen), outs[0].outputs[0].text))
+        del llm
+        import gc
+
+        gc.collect()
+    return f"vllm {vllm.__version__}", runs
+
+
+def run(moe, tokens, seconds, started, backends, text):
+    print(f"{describe(moe)}: {tokens} tokens in {seconds:.2f} s; first completion: {text[:80]!r}", flush=True)
+    return {
+        "model": describe(moe),
+        "prompts": PROMPTS,
+        "tokens": tokens,
+        "seconds": round(seconds, 3),
+        "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else 0.0,
+        "backends": backends,
+        "start_seconds": round(started, 1),
+    }
+
+
+def main():
+    import torch
+
+    engine = os.environ.get("KILN_COMPONENT", "")
+    serve = {"sglang": serve_sglang, "vllm": serve_vllm}.get(engine)
+    if serve is None:
+        sys.exit(f"KILN_COMPONENT is {engine!r}: this proof serves sglang or vllm")
+    assert torch.cuda.is_available(), "torch.cuda.is_available() is False"
+    with tempfile.TemporaryDirectory(prefix="kiln-serve-") as root:
+        name, runs = serve(root)
+    doc = {"engine": name, "gpu": torch.cuda.get_device_name(), "runs": runs}
+    print("kiln-serve: " + json.dumps(doc), flush=True)
+
+
+if __name__ == "__main__":
+    main()
