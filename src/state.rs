@@ -22,7 +22,11 @@ pub const RECORD_LIMIT: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("{}: it is {kind}, not a regular file; {fix}", path.display())]
-    NotAFile { path: PathBuf, kind: &'static str, fix: String },
+    NotAFile {
+        path: PathBuf,
+        kind: &'static str,
+        fix: String,
+    },
     #[error("{}: it is {size} bytes, over the {limit}-byte limit for this file; {fix}", path.display())]
     TooLarge {
         path: PathBuf,
@@ -154,7 +158,11 @@ mod tests {
         assert!(read(&dir.path().join("none"), 100, "").unwrap().is_none());
 
         let e = read(dir.path(), 100, "remove it").unwrap_err();
-        assert!(e.to_string().contains("it is a directory, not a regular file; remove it"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("it is a directory, not a regular file; remove it"),
+            "{e}"
+        );
 
         let fifo = dir.path().join("fifo");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
@@ -172,8 +180,14 @@ mod tests {
         std::fs::write(&good, "{\"a\": 1}").unwrap();
         let e = read_json::<Vec<u32>>(&good, 100, "remove it").unwrap_err();
         let text = e.to_string();
-        assert!(text.starts_with(&format!("{}: not what kiln writes there (", good.display())), "{text}");
-        assert!(text.contains("line 1 column") && text.ends_with("; remove it"), "{text}");
+        assert!(
+            text.starts_with(&format!("{}: not what kiln writes there (", good.display())),
+            "{text}"
+        );
+        assert!(
+            text.contains("line 1 column") && text.ends_with("; remove it"),
+            "{text}"
+        );
         assert_eq!(e.path(), good);
         assert!(cached_json::<Vec<u32>>(&good).is_none());
     }

@@ -338,7 +338,8 @@ fn roll_back(entry: &Entry, log: &Path) -> Result<usize, String> {
         Some(b) => b.restore().map(|()| b.len()).map_err(|e| e.to_string())?,
     };
     if let Some(s) = &entry.snapshot {
-        s.restore().map_err(|e| format!("cannot put back the snapshot {}: {e}", s.dir.display()))?;
+        s.restore()
+            .map_err(|e| format!("cannot put back the snapshot {}: {e}", s.dir.display()))?;
     }
     Ok(files)
 }

@@ -70,7 +70,9 @@ pub struct Held {
 /// `<venv>/bin/python` and `<venv>/bin/../bin/python3` alike).
 pub fn env_prefix(python: &Path) -> PathBuf {
     let abs = std::path::absolute(python).unwrap_or_else(|_| python.to_path_buf());
-    let dir = abs.parent().map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
+    let dir = abs
+        .parent()
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
     match dir {
         Some(dir) => dir.parent().map_or(dir.clone(), Path::to_path_buf),
         None => abs,
@@ -109,7 +111,9 @@ pub fn entry_lock(cache: &Path, key: &str) -> PathBuf {
 
 /// The holder written in a lock file (`None` while it is being written or when unreadable).
 pub fn holder(path: &Path) -> Option<Holder> {
-    crate::state::read_json(path, crate::state::RECORD_LIMIT, "").ok().flatten()
+    crate::state::read_json(path, crate::state::RECORD_LIMIT, "")
+        .ok()
+        .flatten()
 }
 
 /// Takes the lock at `path` for `what` (`the environment /v/bin/python`). When another kiln

@@ -87,7 +87,10 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
         }
     });
     // Interrupted before every step was proven: the transaction does not stand half done.
-    let unfinished = steps.iter().enumerate().any(|(i, s)| s.action.changes() && !q.installed[i]);
+    let unfinished = steps
+        .iter()
+        .enumerate()
+        .any(|(i, s)| s.action.changes() && !q.installed[i]);
     if crate::process::interrupted() && unfinished && q.failures.is_empty() {
         txn.failed();
     }

@@ -53,7 +53,10 @@ impl Snapshot {
             let copy = dir.join(out.roots.len().to_string());
             if let Err(e) = put(&real, &copy, dir) {
                 out.discard();
-                return Err(io::Error::new(e.kind(), format!("cannot snapshot {}: {e}", real.display())));
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot snapshot {}: {e}", real.display()),
+                ));
             }
             out.roots.push((real, copy));
         }

@@ -89,6 +89,8 @@ pub(super) struct Txn<'a> {
     /// Steps proven so far (with `--keep-done`, since the last snapshot none are pending).
     proven: Vec<String>,
     pub undo: Option<Undo>,
+    /// A step of this transaction failed.
+    failed: bool,
 }
 
 impl<'a> Txn<'a> {
@@ -98,6 +100,7 @@ impl<'a> Txn<'a> {
             journal: None,
             proven: Vec::new(),
             undo: None,
+            failed: false,
         }
     }
 
@@ -156,6 +159,7 @@ impl<'a> Txn<'a> {
     /// A step failed (its own install already put back by `commit`): the environment goes back
     /// to the snapshot now, and no later step may install in this transaction.
     pub fn failed(&mut self) {
+        self.failed = true;
         let Some(j) = &self.journal else {
             // Nothing of this transaction is installed; with `--keep-done` the proven steps stay.
             if self.cx.keep_done && !self.proven.is_empty() {
@@ -217,6 +221,6 @@ impl<'a> Txn<'a> {
 
     /// Whether a step may still install: not after a failure of this transaction.
     pub fn open_for_more(&self) -> bool {
-        self.undo.is_none() || self.cx.keep_done
+        !self.failed || self.cx.keep_done
     }
 }

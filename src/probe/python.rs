@@ -65,7 +65,7 @@ impl Interpreter {
 
 /// One installed distribution.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(from = "DistWire")]
+#[serde(from = "super::dist_wire::DistWire")]
 pub struct Dist {
     pub name: String,
     pub version: String,
@@ -82,47 +82,6 @@ pub struct Dist {
     /// shape): the component is then unproven, never a probe that fails for everything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kiln_unreadable: Option<String>,
-}
-
-/// A distribution as the probe (or the probe cache) writes it: its `kiln.json` as any JSON,
-/// read into a [`BuildRecord`] here.
-#[derive(Deserialize)]
-struct DistWire {
-    name: String,
-    version: String,
-    location: Option<String>,
-    dist_info: Option<String>,
-    direct_url: Option<serde_json::Value>,
-    #[serde(default)]
-    requires: Vec<String>,
-    installer: Option<String>,
-    #[serde(default)]
-    kiln: Option<serde_json::Value>,
-    #[serde(default)]
-    kiln_unreadable: Option<String>,
-}
-
-impl From<DistWire> for Dist {
-    fn from(w: DistWire) -> Dist {
-        let (kiln, kiln_unreadable) = match w.kiln {
-            None => (None, w.kiln_unreadable),
-            Some(v) => match serde_json::from_value::<BuildRecord>(v) {
-                Ok(r) => (Some(r), None),
-                Err(e) => (None, Some(format!("not what kiln writes there: {e}"))),
-            },
-        };
-        Dist {
-            name: w.name,
-            version: w.version,
-            location: w.location,
-            dist_info: w.dist_info,
-            direct_url: w.direct_url,
-            requires: w.requires,
-            installer: w.installer,
-            kiln,
-            kiln_unreadable,
-        }
-    }
 }
 
 /// Written by kiln into the dist-info directory of everything it installs.

@@ -67,10 +67,18 @@ fn two_steps_the_second_failing() -> World {
         "[depends]\nfixture-pure = \">=1.0\"\n\n[verify]",
     );
     w.edit("packages/kiln-fixture-pure/pyproject.toml", "1.0.0", "2.0.0");
-    w.edit("recipes/fixture-pure.toml", "version = \"1.0.0\"", "version = \"2.0.0\"");
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "version = \"1.0.0\"",
+        "version = \"2.0.0\"",
+    );
     // fixture-cext 1.1.0 does not compile.
     w.edit("packages/kiln-fixture-cext/pyproject.toml", "1.0.0", "1.1.0");
-    w.edit("recipes/fixture-cext.toml", "version = \"1.0.0\"", "version = \"1.1.0\"");
+    w.edit(
+        "recipes/fixture-cext.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.1.0\"",
+    );
     w.edit(
         "packages/kiln-fixture-cext/kiln_fixture_cext/_speedups.c",
         "return PyLong_FromLong(a + b);",
@@ -84,7 +92,11 @@ fn two_steps_the_second_failing() -> World {
 #[test]
 fn a_later_step_that_fails_rolls_back_the_earlier_ones_unless_keep_done() {
     let w = two_steps_the_second_failing();
-    let out = w.kiln().args(["install", "fixture-pure", "fixture-cext"]).output().unwrap();
+    let out = w
+        .kiln()
+        .args(["install", "fixture-pure", "fixture-cext"])
+        .output()
+        .unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("error: fixture-cext failed during wheel"), "{err}");
@@ -98,7 +110,15 @@ fn a_later_step_that_fails_rolls_back_the_earlier_ones_unless_keep_done() {
         "{err}"
     );
     assert!(std::fs::read_dir(w.cache.join("journal")).unwrap().next().is_none());
-    assert!(!w.python.parent().unwrap().parent().unwrap().join(".kiln-snapshot").exists());
+    assert!(
+        !w.python
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join(".kiln-snapshot")
+            .exists()
+    );
 
     let out = w
         .kiln()
@@ -130,7 +150,11 @@ fn a_rollback_removes_the_dependencies_the_step_added_or_changed() {
         "description = \"kiln test fixture: a pure Python package\"",
         "description = \"kiln test fixture: a pure Python package\"\ndependencies = [\"six\", \"wheel==0.44.0\"]",
     );
-    w.edit("recipes/fixture-pure.toml", "[verify]", "[install]\ndeps = true\n\n[verify]");
+    w.edit(
+        "recipes/fixture-pure.toml",
+        "[verify]",
+        "[install]\ndeps = true\n\n[verify]",
+    );
     // 2.0.0 brings a module of its own and fails its import.
     w.write("packages/kiln-fixture-pure/kiln_fixture_pure/only_in_2.py", "X = 1\n");
     w.write(
@@ -138,12 +162,24 @@ fn a_rollback_removes_the_dependencies_the_step_added_or_changed() {
         "raise ImportError('2.0.0 is broken on purpose')\n",
     );
     let hooks = _hooks.to_str().unwrap();
-    let out = w.kiln().args(["install", "fixture-pure"]).env("HOOK_DIR", hooks).output().unwrap();
+    let out = w
+        .kiln()
+        .args(["install", "fixture-pure"])
+        .env("HOOK_DIR", hooks)
+        .output()
+        .unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(version(&w), "1.0.0", "{err}");
-    assert!(w.py("import six").is_err(), "six, added by the failed step, stays: {err}");
-    assert_eq!(w.py("import wheel; print(wheel.__version__)").unwrap(), "0.45.1", "{err}");
+    assert!(
+        w.py("import six").is_err(),
+        "six, added by the failed step, stays: {err}"
+    );
+    assert_eq!(
+        w.py("import wheel; print(wheel.__version__)").unwrap(),
+        "0.45.1",
+        "{err}"
+    );
     assert!(!site.join("kiln_fixture_pure/only_in_2.py").exists());
     assert!(stashes(&site).is_empty(), "{:?}", stashes(&site));
     pip_check(&w).unwrap();
@@ -160,7 +196,10 @@ fn a_kill_in_the_middle_of_a_pip_install_leaves_no_new_file_and_no_stash() {
     let (w, hooks) = pending_2_0_0();
     let site = w.site_packages();
     for i in 0..20 {
-        w.write(&format!("packages/kiln-fixture-pure/kiln_fixture_pure/new_{i}.py"), "X = 2\n");
+        w.write(
+            &format!("packages/kiln-fixture-pure/kiln_fixture_pure/new_{i}.py"),
+            "X = 2\n",
+        );
     }
     // A stand-in for uv: real pip, paused (then killed) after it wrote its third file.
     let bin = w.dir.path().join("bin");
@@ -207,7 +246,9 @@ sys.exit(main(sys.argv[1:]))\n\
     assert!(!stashes(&site).is_empty(), "pip stashed the old version");
     kill(&mut kiln, "-9");
     let _ = kiln.wait();
-    let _ = std::process::Command::new("kill").args(["-9", &pip.to_string()]).status();
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pip.to_string()])
+        .status();
     std::thread::sleep(Duration::from_millis(200));
 
     let out = w.kiln().args(["doctor", "fixture-pure"]).output().unwrap();
@@ -261,7 +302,12 @@ fn a_journal_that_cannot_be_read_stops_kiln_naming_it() {
     let st = std::process::Command::new("mkfifo").arg(&file).status().unwrap();
     assert!(st.success());
     let start = std::time::Instant::now();
-    let out = w.kiln().args(["doctor", "fixture-pure"]).timeout(Duration::from_secs(60)).output().unwrap();
+    let out = w
+        .kiln()
+        .args(["doctor", "fixture-pure"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
     let err = text(&out.stderr);
     assert!(start.elapsed() < Duration::from_secs(30));
     assert!(err.contains("it is a fifo, not a regular file"), "{err}");
@@ -287,7 +333,12 @@ fn a_kiln_json_of_another_shape_makes_one_component_stale_and_names_the_file() {
         "{evidence}"
     );
     assert_eq!(crate::common::component(&v, "fixture-cext")["status"], "ok", "{v}");
-    let out = w.kiln().args(["lock", "fixture-cext", "-o"]).arg(w.dir.path().join("k.lock")).output().unwrap();
+    let out = w
+        .kiln()
+        .args(["lock", "fixture-cext", "-o"])
+        .arg(w.dir.path().join("k.lock"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     // A fifo where a probe cache entry goes: doctor does not hang on it.
@@ -298,7 +349,12 @@ fn a_kiln_json_of_another_shape_makes_one_component_stale_and_names_the_file() {
             assert!(std::process::Command::new("mkfifo").arg(&e).status().unwrap().success());
         }
     }
-    let out = w.kiln().args(["doctor", "fixture-cext"]).timeout(Duration::from_secs(120)).output().unwrap();
+    let out = w
+        .kiln()
+        .args(["doctor", "fixture-cext"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
