@@ -133,6 +133,7 @@ impl Global {
             quiet: self.quiet,
             jit_proof: true,
             no_wait: self.no_wait,
+            keep_done: false,
             stall: self.stall,
             limit: self.limit,
             compile_cache: self.compile_cache.clone(),
@@ -300,6 +301,11 @@ pub struct InstallArgs {
     /// into the cache first. For a split bundle, name any part (or the name they share)
     #[arg(long, value_name = "FILE", conflicts_with = "locked")]
     pub bundle: Option<PathBuf>,
+    /// Keep the steps that were installed and verified when a later step fails. Without it an
+    /// install is one transaction: a failure puts the environment back as it was before the
+    /// run, the steps it finished included
+    #[arg(long)]
+    pub keep_done: bool,
     /// Do not prove the JIT of what was built or installed (no toolkit on this node yet, or the
     /// kernels are compiled elsewhere): install exits 0 and says the JIT is not proven
     #[arg(long)]

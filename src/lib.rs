@@ -49,3 +49,4 @@ pub mod report;
 pub mod resolve;
 pub mod session;
 pub mod settings;
+pub mod state;

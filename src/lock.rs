@@ -17,7 +17,6 @@
 //! not bit-for-bit reproducible, so that difference is reported as a note.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -178,30 +177,30 @@ pub enum LockError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Invalid(Box<Diagnostic>),
+    #[error("{0}")]
+    State(Box<crate::state::StateError>),
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
 }
 
 /// Reads and checks a lockfile; a malformed one is a diagnostic at its `file:line:col`.
 pub fn read(path: &Path) -> Result<Lock, LockError> {
-    let err = |source| LockError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    // Opened without blocking and read only if a regular file: a fifo must not hang kiln.
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(err)?;
-    if !file.metadata().map_err(err)?.is_file() {
-        return Err(err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        )));
-    }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut file, &mut text).map_err(err)?;
+    // Regular files only, at most 16 MiB ([`crate::state`]): a fifo must not hang kiln, nor a
+    // sparse 2 GiB file cost gigabytes of memory.
+    let fix = "give `--lock` a lockfile `kiln lock` wrote";
+    let bytes = crate::state::read(path, crate::state::LOCK_LIMIT, fix)
+        .map_err(|e| LockError::State(Box::new(e)))?
+        .ok_or_else(|| LockError::Read {
+            path: path.to_path_buf(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        LockError::State(Box::new(crate::state::StateError::Shape {
+            path: path.to_path_buf(),
+            detail: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+            fix: fix.to_string(),
+        }))
+    })?;
     parse(&path.display().to_string(), &text)
 }
 

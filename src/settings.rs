@@ -51,6 +51,9 @@ pub struct Settings {
     pub jit_proof: bool,
     /// `--no-wait`: fail at once when another kiln is changing the environment.
     pub no_wait: bool,
+    /// `install --keep-done`: a step proven stays when a later one fails (else the run is one
+    /// transaction).
+    pub keep_done: bool,
     /// `--stall`: kill a build step that writes nothing and uses no CPU for this long (over the
     /// recipe's `[build] stall`).
     pub stall: Option<Duration>,
@@ -84,6 +87,7 @@ impl Settings {
             quiet: false,
             jit_proof: true,
             no_wait: false,
+            keep_done: false,
             stall: None,
             limit: None,
             compile_cache: None,

@@ -51,7 +51,7 @@ pub fn file_of(dir: &Path, m: &CachedModule) -> PathBuf {
 /// The entry `key`, when it is complete (its manifest and every file it names are there).
 pub fn lookup(cache: &Path, key: &str) -> Option<Manifest> {
     let dir = entry_dir(cache, key);
-    let m: Manifest = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).ok()?).ok()?;
+    let m: Manifest = crate::state::cached_json(&dir.join("manifest.json"))?;
     m.modules.iter().all(|x| file_of(&dir, x).is_file()).then_some(m)
 }
 

@@ -20,6 +20,7 @@ use super::journal;
 use super::owned::{self, Added, Content, listed_with};
 use super::replace;
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
+use super::txn::Txn;
 use super::{Context, Phase, Reporter, source, wheels};
 use crate::probe::normalize;
 use crate::probe::python::{self, PythonFacts};
@@ -48,6 +49,7 @@ pub(super) fn commit(
     cx: &Context,
     p: Prepared,
     reporter: &dyn Reporter,
+    txn: &mut Txn,
 ) -> Result<StepDone, BuildFailure> {
     let fail = |phase, e| BuildFailure::new(&step.name, phase, e);
     let r = recipe_of(step, cx)?;
@@ -59,27 +61,20 @@ pub(super) fn commit(
     let backup = replace::back_up(installed, &replaced, &backup_dir).map_err(|e| fail(Phase::Install, e.into()))?;
     // Written before site-packages changes: a kiln killed from here on is put back by the next.
     let uninstall = cx.installer.uninstall(&cx.python, &dist).restoring();
-    let mut journal = journal::Open::begin(
-        &cx.cache,
-        &cx.python,
-        &step.name,
-        &dist,
-        backup.as_ref(),
-        &backup_dir,
-        &uninstall,
-    )
-    .map_err(|e| {
-        fail(
-            Phase::Install,
-            StepError::io(format!("cannot write the install journal into {}", cx.cache.display()))(e),
-        )
-    })?;
+    txn.begin_step(&step.name, &dist, backup.as_ref(), &backup_dir, &uninstall)
+        .map_err(|e| {
+            let context = format!(
+                "cannot snapshot the environment or write the install journal into {}",
+                cx.cache.display()
+            );
+            fail(Phase::Install, StepError::io(context)(e))
+        })?;
     reporter.phase(step, Phase::Install, &format!("{} ({})", dist, cx.installer.name()));
     let mut runtime: Option<Added> = None;
     let facts = match replace::remove(step, cx, &replaced)
         .and_then(|()| install_and_verify(step, r, plan, cx, &p, &mut runtime, reporter))
         .and_then(|facts| {
-            journal.done().map(|()| facts).map_err(|e| {
+            txn.step_proven(&step.name).map(|()| facts).map_err(|e| {
                 (
                     fail(Phase::Verify, StepError::io("cannot write the install journal")(e)),
                     None,
@@ -104,16 +99,14 @@ pub(super) fn commit(
                 [] => own.as_deref().unwrap_or(&dist).to_string(),
                 _ => replace::names(installed, &replaced),
             };
+            // The rest of the environment (what the step added beside it, what the run did
+            // before it) is put back by the transaction, once this step is out of the way.
             f.restored = put_back(&restored, backup.as_ref(), &log);
-            if !matches!(f.restored, Restored::Failed { .. }) {
-                journal.close();
-            }
             f.wheel = fault.and_then(|fault| wheel_fate(&cx.cache, &p, *fault)).map(Box::new);
             return Err(f);
         }
     };
     let _ = std::fs::remove_dir_all(&backup_dir);
-    journal.close();
     let wheel = keep_wheel(&cx.cache, &p, &log_of(cx, step, Phase::Wheel));
     clean_up(&p.work, wheel.as_deref());
     Ok(StepDone {
@@ -329,9 +322,9 @@ fn record(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if let Some(text) = listed_with(&listed, &format!("{dir}/kiln.json")) {
-        std::fs::write(&record, text).map_err(io)?;
+        owned::replace_file(&record, text.as_bytes()).map_err(io)?;
     }
-    std::fs::write(Path::new(info).join("kiln.json"), text).map_err(io)?;
+    owned::replace_file(&Path::new(info).join("kiln.json"), text.as_bytes()).map_err(io)?;
     journal::test_pause("record");
     Ok(())
 }

@@ -26,6 +26,7 @@ fn installed(site: &Path) -> Dist {
         requires: Vec::new(),
         installer: None,
         kiln: None,
+        kiln_unreadable: None,
     }
 }
 

@@ -127,6 +127,13 @@ fn imports_failed(failed: &[(String, String)]) -> String {
 pub enum Restored {
     #[error("nothing was installed; the environment is unchanged")]
     Unchanged,
+    /// Nothing of this step was installed, but the run had proven steps before it.
+    #[error("{}", if *kept {
+        "nothing of it was installed; the steps this run proved before it stay (--keep-done)"
+    } else {
+        "nothing of it was installed; the steps this run proved before it were rolled back"
+    })]
+    NotReached { kept: bool },
     #[error("{dist} was removed again; it was not installed before")]
     Removed { dist: String },
     #[error("the previous {dist} was restored ({files} files)")]

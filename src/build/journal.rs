@@ -4,11 +4,19 @@
 //! between (`kill -9`, a power cut, a second Ctrl-C) leaves the entry behind, and the next kiln
 //! command of any kind finishes or rolls it back before it does anything else ([`recover`]):
 //!
-//! - `installing` (install, verification or recording under way): rolled back — what was
-//!   installed is uninstalled (with the installer the step used) and the backup copied back,
-//!   so the environment imports what it imported before; an unverified install never stays;
+//! - `installing` (install, verification or recording under way, or, in a run that is one
+//!   transaction, any point before the whole run is verified): rolled back — what was
+//!   installed is uninstalled (with the installer the step used), the backup copied back, and
+//!   the environment put back as the run's snapshot has it (`super::snapshot`: the steps the
+//!   run finished before, the dependencies it added or upgraded, what a killed installer left
+//!   half-written or stashed), so the environment imports what it imported before; an
+//!   unverified install never stays;
 //! - `done` (verified and `kiln.json` recorded, the backup not yet removed): finished — the
-//!   backup is removed.
+//!   backup and the snapshot are removed.
+//!
+//! A journal kiln cannot read (cut short, not JSON, of another shape, another environment's,
+//! not a regular file) stops every command ([`Unreadable`]), naming the file and what to do: a
+//! journal skipped is an environment left half-changed and then called `ok`.
 //!
 //! Entries live in the cache, `journal/env-<key>.json` (the key of the environment's lock,
 //! [`super::locks::env_lock`]), not beside the environment: the backup they point at is in the
@@ -19,8 +27,8 @@
 //! none. Recovery takes the environment's lock without waiting and leaves an entry alone while a
 //! live kiln holds it (that kiln is in the middle of the step).
 //!
-//! It deliberately ignores runtime dependencies an install added (`[install] deps = true`): a
-//! rollback removes the component, as a failed step does, not what came with it.
+//! It deliberately ignores what the snapshot does not cover (files outside site-packages and
+//! the scripts directory).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::install::Backup;
 use super::locks;
+use super::snapshot::Snapshot;
 use crate::process::{Cmd, group};
 
 /// Where a step is.
@@ -55,6 +64,12 @@ pub struct Entry {
     pub uninstall: Vec<String>,
     pub pid: u32,
     pub since: u64,
+    /// The environment before the run (or, with `--keep-done`, before this step).
+    #[serde(default)]
+    pub snapshot: Option<Snapshot>,
+    /// The components this run installed before this step: rolled back with it.
+    #[serde(default)]
+    pub earlier: Vec<String>,
 }
 
 /// A journal entry kept while a step changes the environment. While it is open an interrupt
@@ -66,12 +81,7 @@ pub struct Open {
 }
 
 fn file_of(cache: &Path, python: &Path) -> PathBuf {
-    let lock = locks::env_lock(cache, python);
-    let name = lock
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    cache.join("journal").join(format!("{name}.json"))
+    cache.join("journal").join(format!("{}.json", locks::env_key(python)))
 }
 
 fn write(path: &Path, entry: &Entry) -> std::io::Result<()> {
@@ -87,44 +97,79 @@ fn write(path: &Path, entry: &Entry) -> std::io::Result<()> {
 
 impl Open {
     /// Writes the entry (state `installing`) before anything in the environment changes.
-    pub fn begin(
-        cache: &Path,
-        python: &Path,
+    pub fn begin(cache: &Path, python: &Path, snapshot: Option<Snapshot>) -> Open {
+        let entry = Entry {
+            python: python.to_path_buf(),
+            component: String::new(),
+            dist: String::new(),
+            state: State::Installing,
+            backup: None,
+            backup_dir: PathBuf::new(),
+            uninstall: Vec::new(),
+            pid: std::process::id(),
+            since: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            snapshot,
+            earlier: Vec::new(),
+        };
+        Open {
+            path: file_of(cache, python),
+            entry,
+            _hold: group::hold(),
+        }
+    }
+
+    /// Writes down the step about to change the environment (state `installing`).
+    pub fn step(
+        &mut self,
         component: &str,
         dist: &str,
         backup: Option<&Backup>,
         backup_dir: &Path,
         uninstall: &Cmd,
-    ) -> std::io::Result<Open> {
-        let hold = group::hold();
-        let entry = Entry {
-            python: python.to_path_buf(),
-            component: component.to_string(),
-            dist: dist.to_string(),
-            state: State::Installing,
-            backup: backup.cloned(),
-            backup_dir: backup_dir.to_path_buf(),
-            uninstall: std::iter::once(uninstall.program.clone())
-                .chain(uninstall.args.iter().cloned())
-                .collect(),
-            pid: std::process::id(),
-            since: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        };
-        let path = file_of(cache, python);
-        write(&path, &entry)?;
-        Ok(Open {
-            path,
-            entry,
-            _hold: hold,
-        })
+    ) -> std::io::Result<()> {
+        let e = &mut self.entry;
+        e.component = component.to_string();
+        e.dist = dist.to_string();
+        e.state = State::Installing;
+        e.backup = backup.cloned();
+        e.backup_dir = backup_dir.to_path_buf();
+        e.uninstall = std::iter::once(uninstall.program.clone())
+            .chain(uninstall.args.iter().cloned())
+            .collect();
+        write(&self.path, &self.entry)
     }
 
-    /// The step is verified and recorded.
+    /// The step is verified, and the run goes on as one transaction: until the run is done a
+    /// kill rolls it back with the rest (its backup is gone; the snapshot covers it).
+    pub fn step_proven(&mut self) -> std::io::Result<()> {
+        let e = &mut self.entry;
+        e.earlier.push(std::mem::take(&mut e.component));
+        e.dist.clear();
+        e.backup = None;
+        e.uninstall.clear();
+        write(&self.path, &self.entry)
+    }
+
+    /// The step (or the whole run) is verified and recorded.
     pub fn done(&mut self) -> std::io::Result<()> {
         self.entry.state = State::Done;
         write(&self.path, &self.entry)
+    }
+
+    /// The components finished before the current step.
+    pub fn earlier(&self) -> &[String] {
+        &self.entry.earlier
+    }
+
+    /// A new snapshot (`--keep-done`: after each proven step).
+    pub fn set_snapshot(&mut self, snapshot: Option<Snapshot>) {
+        self.entry.snapshot = snapshot;
+    }
+
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.entry.snapshot.as_ref()
     }
 
     /// The step is over (proven, or put back): the entry goes.
@@ -146,15 +191,23 @@ pub struct Recovered {
 impl std::fmt::Display for Recovered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let e = &self.entry;
+        let what = if e.component.is_empty() {
+            e.earlier.join(", ")
+        } else {
+            e.component.clone()
+        };
         write!(
             f,
-            "kiln (pid {}) was stopped while installing {} into {}; ",
+            "kiln (pid {}) was stopped while installing {what} into {}; ",
             e.pid,
-            e.component,
             e.python.display()
         )?;
         match (&self.result, e.state, &e.backup) {
-            (Ok(_), State::Done, _) => write!(f, "it had verified and recorded it: finished"),
+            (Ok(_), State::Done, _) => return write!(f, "it had verified and recorded it: finished"),
+            (Ok(_), State::Installing, _) if e.component.is_empty() => write!(
+                f,
+                "rolled back: the run had not verified every step, so what it installed was removed"
+            )?,
             (Ok(n), State::Installing, Some(b)) => write!(
                 f,
                 "rolled back: the unverified install was removed and the previous {} restored ({n} files)",
@@ -165,37 +218,89 @@ impl std::fmt::Display for Recovered {
                 } else {
                     b.dist()
                 }
-            ),
+            )?,
             (Ok(_), State::Installing, None) => write!(
                 f,
                 "rolled back: the unverified install of {} was removed (it was not installed before)",
                 e.dist
-            ),
-            (Err(why), ..) => write!(
-                f,
-                "ROLLBACK FAILED: {why}; see {} (it is tried again on the next run)",
-                self.log.display()
-            ),
+            )?,
+            (Err(why), ..) => {
+                return write!(
+                    f,
+                    "ROLLBACK FAILED: {why}; see {} (it is tried again on the next run)",
+                    self.log.display()
+                );
+            }
         }
+        if !e.earlier.is_empty() && !e.component.is_empty() {
+            write!(
+                f,
+                "; the same run's earlier steps ({}) were rolled back too",
+                e.earlier.join(", ")
+            )?;
+        }
+        if e.snapshot.is_some() {
+            write!(f, "; the environment's files are as they were before that run")?;
+        }
+        Ok(())
     }
 }
 
-/// Finishes or rolls back every entry in `cache` that no live kiln holds (see the module doc).
-pub fn recover(cache: &Path) -> Vec<Recovered> {
-    let Ok(dir) = std::fs::read_dir(cache.join("journal")) else {
-        return Vec::new();
+/// A journal kiln cannot read: every command stops on it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the install journal {} cannot be read ({why}): a kiln was stopped while changing an \
+     environment, and kiln cannot tell what it changed. kiln stops here rather than guess. Check \
+     that environment (its `pip list`, or `kiln doctor` once the file is moved away), reinstall \
+     what is half there, then remove the file: rm {}",
+    path.display(),
+    path.display()
+)]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// Reads the journal `path`; it must be one kiln wrote for the environment its name keys.
+fn read_entry(path: &Path) -> Result<Entry, Unreadable> {
+    let bad = |why: String| Unreadable {
+        path: path.to_path_buf(),
+        why,
     };
+    let entry: Entry = crate::state::read_json(path, crate::state::CACHE_LIMIT, "")
+        .map_err(|e| {
+            bad(match e {
+                crate::state::StateError::Shape { detail, .. } => format!("not a journal kiln writes: {detail}"),
+                crate::state::StateError::NotAFile { kind, .. } => format!("it is {kind}, not a regular file"),
+                other => other.to_string(),
+            })
+        })?
+        .ok_or_else(|| bad("it went away while it was read".into()))?;
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    if stem.as_deref() != Some(locks::env_key(&entry.python).as_str()) {
+        return Err(bad(format!(
+            "it names the environment of {}, but its name is another environment's",
+            entry.python.display()
+        )));
+    }
+    Ok(entry)
+}
+
+/// Finishes or rolls back every entry in `cache` that no live kiln holds (see the module doc);
+/// the first journal that cannot be read stops it.
+pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
+    let Ok(dir) = std::fs::read_dir(cache.join("journal")) else {
+        return Ok(Vec::new());
+    };
+    let mut paths: Vec<PathBuf> = dir
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
     let mut out = Vec::new();
-    for path in dir.flatten().map(|e| e.path()) {
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        let Ok(entry) = std::fs::read(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_slice::<Entry>(&t).map_err(|e| e.to_string()))
-        else {
-            continue;
-        };
+    for path in paths {
+        let entry = read_entry(&path)?;
         let Some(_lock) = locks::try_take(&locks::env_lock(cache, &entry.python)) else {
             continue; // a live kiln is in the middle of this step
         };
@@ -205,15 +310,21 @@ pub fn recover(cache: &Path) -> Vec<Recovered> {
             State::Installing => roll_back(&entry, &log),
         };
         if result.is_ok() {
-            let _ = std::fs::remove_dir_all(&entry.backup_dir);
+            if !entry.backup_dir.as_os_str().is_empty() {
+                let _ = std::fs::remove_dir_all(&entry.backup_dir);
+            }
+            if let Some(s) = &entry.snapshot {
+                s.discard();
+            }
             let _ = std::fs::remove_file(&path);
         }
         out.push(Recovered { entry, result, log });
     }
-    out
+    Ok(out)
 }
 
-/// Removes what the step installed and puts the backup back.
+/// Removes what the step installed, puts the backup back, then the whole environment as the
+/// snapshot has it.
 fn roll_back(entry: &Entry, log: &Path) -> Result<usize, String> {
     if let Some((program, args)) = entry.uninstall.split_first() {
         // What was installed may be half there: the backup below is what counts.
@@ -222,10 +333,15 @@ fn roll_back(entry: &Entry, log: &Path) -> Result<usize, String> {
             .restoring()
             .run_logged(log);
     }
-    match &entry.backup {
-        None => Ok(0),
-        Some(b) => b.restore().map(|()| b.len()).map_err(|e| e.to_string()),
+    let files = match &entry.backup {
+        None => 0,
+        Some(b) => b.restore().map(|()| b.len()).map_err(|e| e.to_string())?,
+    };
+    if let Some(s) = &entry.snapshot {
+        s.restore()
+            .map_err(|e| format!("cannot put back the snapshot {}: {e}", s.dir.display()))?;
     }
+    Ok(files)
 }
 
 /// A test hook: with `KILN_TEST_PAUSE_AT=<point>:<file>` kiln writes `<file>` when it reaches

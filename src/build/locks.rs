@@ -2,15 +2,17 @@
 //! std's `File::lock`), released by the kernel when the holder exits however it exits, so a
 //! `kill -9` never leaves a stale lock behind.
 //!
-//! The lock files live in the cache, under `locks/`: `env-<key>.lock` for an environment (the
-//! key is a hash of its interpreter's absolute path, the directory resolved but not the
-//! interpreter itself: every venv's `python` is a link to the same binary) and
-//! `wheel-<cache key>.lock` for a wheel-cache entry being built. Each holds who holds it
-//! ([`Holder`]: pid, command line, since when), written once the lock is taken, so that a kiln
-//! that has to wait can say for whom.
+//! An environment's lock is keyed by the environment itself, not by kiln's cache: it is
+//! `<prefix>/.kiln-env.lock`, the prefix being the directory above the interpreter's (`<venv>`
+//! for `<venv>/bin/python`, that directory resolved but not the interpreter itself: every venv's
+//! `python` is a link to the same binary), so two kilns with different `--cache-dir` on one venv
+//! exclude each other. Only where the prefix cannot be written (a system Python kiln may only
+//! read) does the lock fall back to the cache, `locks/env-<key>.lock` (the key a hash of the
+//! prefix). A wheel-cache entry being built has `locks/wheel-<cache key>.lock` in the cache.
+//! Each holds who holds it ([`Holder`]: pid, command line, since when), written once the lock is
+//! taken, so that a kiln that has to wait can say for whom.
 //!
-//! It deliberately ignores kilns that use another cache directory on the same environment
-//! (they do not see each other's locks) and readers: `doctor` and `plan` take no lock.
+//! It deliberately ignores readers: `doctor` and `plan` take no lock.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
@@ -64,15 +66,42 @@ pub struct Held {
     pub path: PathBuf,
 }
 
-/// The lock file of the environment of `python`.
-pub fn env_lock(cache: &Path, python: &Path) -> PathBuf {
+/// The environment of `python`: the directory above the interpreter's, resolved (`<venv>` for
+/// `<venv>/bin/python` and `<venv>/bin/../bin/python3` alike).
+pub fn env_prefix(python: &Path) -> PathBuf {
     let abs = std::path::absolute(python).unwrap_or_else(|_| python.to_path_buf());
-    let resolved = match (abs.parent().and_then(|d| d.canonicalize().ok()), abs.file_name()) {
-        (Some(dir), Some(name)) => dir.join(name),
-        _ => abs,
+    let dir = abs
+        .parent()
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()));
+    match dir {
+        Some(dir) => dir.parent().map_or(dir.clone(), Path::to_path_buf),
+        None => abs,
+    }
+}
+
+/// A short key for the environment of `python` (names its journal and its fallback lock).
+pub fn env_key(python: &Path) -> String {
+    let hash = hex::encode(Sha256::digest(env_prefix(python).to_string_lossy().as_bytes()));
+    format!("env-{}", &hash[..16])
+}
+
+/// The lock file of the environment of `python`: in the environment where kiln may write
+/// there, else in the cache (see the module doc).
+pub fn env_lock(cache: &Path, python: &Path) -> PathBuf {
+    let prefix = env_prefix(python);
+    if writable(&prefix) {
+        return prefix.join(".kiln-env.lock");
+    }
+    cache.join("locks").join(format!("{}.lock", env_key(python)))
+}
+
+fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
     };
-    let hash = hex::encode(Sha256::digest(resolved.to_string_lossy().as_bytes()));
-    cache.join("locks").join(format!("env-{}.lock", &hash[..16]))
+    // SAFETY: `c` is a valid NUL-terminated path; access(2) only reads it.
+    dir.is_dir() && unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0
 }
 
 /// The lock file of the wheel-cache entry `key`.
@@ -82,7 +111,9 @@ pub fn entry_lock(cache: &Path, key: &str) -> PathBuf {
 
 /// The holder written in a lock file (`None` while it is being written or when unreadable).
 pub fn holder(path: &Path) -> Option<Holder> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    crate::state::read_json(path, crate::state::RECORD_LIMIT, "")
+        .ok()
+        .flatten()
 }
 
 /// Takes the lock at `path` for `what` (`the environment /v/bin/python`). When another kiln
@@ -153,9 +184,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("v/bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let path = env_lock(dir.path(), &bin.join("python"));
-        assert_eq!(path, env_lock(dir.path(), &bin.join("../bin/python")));
-        assert_ne!(path, env_lock(dir.path(), &dir.path().join("w/bin/python")));
+        let cache = dir.path().join("cache-a");
+        let path = env_lock(&cache, &bin.join("python"));
+        // Keyed by the environment: another path to it, or another cache, is the same lock.
+        assert_eq!(path, dir.path().join("v/.kiln-env.lock"));
+        assert_eq!(path, env_lock(&dir.path().join("cache-b"), &bin.join("../bin/python3")));
+        std::fs::create_dir_all(dir.path().join("w/bin")).unwrap();
+        assert_ne!(path, env_lock(&cache, &dir.path().join("w/bin/python")));
+        assert_eq!(env_key(&bin.join("python")), env_key(&bin.join("../bin/python")));
         let held = take(&path, "the environment /v", false, |_| panic!("free")).unwrap();
         let who = holder(&path).unwrap();
         assert_eq!(who.pid, std::process::id());

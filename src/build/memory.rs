@@ -93,8 +93,7 @@ pub fn record(cache: &Path, m: &Measured) -> std::io::Result<()> {
 
 /// This machine's latest measurement of `component`, if any.
 pub fn load(cache: &Path, component: &str) -> Option<Measured> {
-    let text = std::fs::read(path(cache, &host(), component)).ok()?;
-    serde_json::from_slice::<Measured>(&text).ok().filter(|m| m.peak > 0)
+    crate::state::cached_json::<Measured>(&path(cache, &host(), component)).filter(|m| m.peak > 0)
 }
 
 /// Gives every build step of `plan` this machine's measurement of its component as its memory

@@ -36,9 +36,11 @@ mod queue;
 mod replace;
 pub mod sandbox;
 pub mod schedule;
+pub mod snapshot;
 pub mod source;
 mod step;
 mod tools;
+pub mod txn;
 mod wheel;
 pub mod wheels;
 
@@ -117,6 +119,9 @@ pub enum StepResult {
     Kept,
     /// It failed (the environment was restored).
     Failed,
+    /// It was installed and verified, then rolled back with a later step that failed (the run
+    /// is one transaction unless `--keep-done`).
+    RolledBack,
 }
 
 impl StepResult {
@@ -125,6 +130,7 @@ impl StepResult {
             StepResult::Done => "done",
             StepResult::Kept => "kept",
             StepResult::Failed => "failed",
+            StepResult::RolledBack => "rolled-back",
         }
     }
 }
@@ -174,6 +180,9 @@ pub struct Context<'a> {
     pub limit: Option<Duration>,
     /// `--compile-cache`: sccache in front of every build's compilers.
     pub compile_cache: Option<compile::CompileCache>,
+    /// `--keep-done`: a proven step stays when a later one fails (else the run is one
+    /// transaction, [`txn`]).
+    pub keep_done: bool,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any
@@ -185,6 +194,8 @@ pub struct RunReport {
     pub more_failures: Vec<BuildFailure>,
     /// The environment as the last verification saw it (`None` when no step was verified).
     pub facts: Option<PythonFacts>,
+    /// After a failure: what the transaction put back, for the run as a whole.
+    pub undo: Option<txn::Undo>,
 }
 
 /// A name for this run: seconds since the epoch and the process id.

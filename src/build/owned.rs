@@ -31,11 +31,11 @@ impl Added {
     pub fn undo(&self) {
         for (path, old) in self.files.iter().rev() {
             let _ = match old {
-                Some(bytes) => std::fs::write(path, bytes),
+                Some(bytes) => replace_file(path, bytes),
                 None => std::fs::remove_file(path),
             };
         }
-        let _ = std::fs::write(&self.record, &self.before);
+        let _ = replace_file(&self.record, self.before.as_bytes());
     }
 
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
@@ -82,7 +82,7 @@ pub fn add(site: &Path, info: &Path, files: &[(String, Content<'_>)]) -> std::io
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| match content {
-                Content::Text(t) => std::fs::write(&path, t),
+                Content::Text(t) => replace_file(&path, t.as_bytes()),
                 Content::Copy(from) => write_copy(from, &path),
             });
         if let Err(e) = written {
@@ -93,11 +93,20 @@ pub fn add(site: &Path, info: &Path, files: &[(String, Content<'_>)]) -> std::io
             text = t;
         }
     }
-    if let Err(e) = std::fs::write(&added.record, &text) {
+    if let Err(e) = replace_file(&added.record, text.as_bytes()) {
         added.undo();
         return Err(e);
     }
     Ok(added)
+}
+
+/// Writes `path` anew through a temporary name and a rename, never into the file that is
+/// there: a reader never sees half a file, and a snapshot's link to the old file
+/// (`super::snapshot`) keeps the old bytes.
+pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("kiln-tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Copies through a temporary name, so a reader never sees half a file.

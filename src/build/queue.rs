@@ -1,9 +1,11 @@
 //! Running a plan: steps the plan keeps are reported as kept; each changing step's build starts
 //! on its own thread once what it depends on is installed and its planned jobs fit the CPUs and
 //! memory left ([`super::schedule`]); each finished wheel is installed and verified on this
-//! thread, one at a time, in the order builds finish. After a failure no new build starts;
-//! builds under way finish, and those that succeed are installed (they depend on nothing that
-//! failed).
+//! thread, one at a time, in the order builds finish, inside one transaction ([`super::txn`]).
+//! After a failure no new build starts and the environment is put back as it was before the
+//! run, the steps proven before included; builds under way finish and are not installed. With
+//! `--keep-done` proven steps stay, and builds under way that succeed are installed (they
+//! depend on nothing that failed).
 //!
 //! It deliberately ignores what a step does (`step` and `commit` do it) and never retries a
 //! failed step.
@@ -13,7 +15,9 @@ use std::time::Instant;
 
 use super::commit::{StepDone, commit};
 use super::failure::BuildFailure;
+use super::failure::Restored;
 use super::step::prepare;
+use super::txn::Txn;
 use super::{Context, Outcome, Reporter, RunReport, StepResult, schedule};
 use crate::probe::python::PythonFacts;
 use crate::resolve::{Plan, Step};
@@ -28,6 +32,7 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
         q.finished(i, step, outcome(step, Instant::now(), StepResult::Kept, None), reporter);
     }
     let mut budget = schedule::Budget::now(cx.machine);
+    let mut txn = Txn::new(cx);
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel();
         let mut running = 0;
@@ -57,20 +62,49 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
             budget.release(claim);
             let step = &steps[i];
             let since = q.started[i].unwrap_or_else(Instant::now);
-            match prepared.and_then(|p| commit(step, plan, cx, p, reporter)) {
+            if prepared.is_ok() && !txn.open_for_more() {
+                continue; // built after the transaction was rolled back: not installed
+            }
+            match prepared.and_then(|p| commit(step, plan, cx, p, reporter, &mut txn)) {
                 Ok(done) => {
                     q.finished(i, step, outcome(step, since, StepResult::Done, Some(&done)), reporter);
                     let before = q.latest.take();
                     q.latest = Some(carry_torch_facts(before.as_ref().unwrap_or(cx.facts), done.facts));
                 }
-                Err(f) => {
+                Err(mut f) => {
                     q.finished(i, step, outcome(step, since, StepResult::Failed, None), reporter);
+                    txn.failed();
+                    if let (Restored::Unchanged, Some(u)) = (&f.restored, &txn.undo)
+                        && (!u.kept.is_empty() || !u.rolled_back.is_empty())
+                    {
+                        f.restored = Restored::NotReached {
+                            kept: !u.kept.is_empty(),
+                        };
+                    }
                     q.failures.push(f);
                 }
             }
         }
     });
-    q.report()
+    // Interrupted before every step was proven: the transaction does not stand half done.
+    let unfinished = steps
+        .iter()
+        .enumerate()
+        .any(|(i, s)| s.action.changes() && !q.installed[i]);
+    if crate::process::interrupted() && unfinished && q.failures.is_empty() {
+        txn.failed();
+    }
+    let undo = txn.finish();
+    if let Some(u) = &undo {
+        for o in q.outcomes.iter_mut().flatten() {
+            if o.result == StepResult::Done && u.rolled_back.contains(&o.name) {
+                o.result = StepResult::RolledBack;
+            }
+        }
+    }
+    let mut report = q.report();
+    report.undo = undo;
+    report
 }
 
 /// Where each step of a run is.
@@ -117,6 +151,7 @@ impl Queue {
             failure: failures.next(),
             more_failures: failures.collect(),
             facts: self.latest,
+            undo: None,
         }
     }
 }
@@ -163,6 +198,7 @@ mod tests {
                 requires: Vec::new(),
                 installer: None,
                 kiln: None,
+                kiln_unreadable: None,
             },
         );
         f.torch = facts;

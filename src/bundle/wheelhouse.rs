@@ -257,6 +257,7 @@ mod tests {
                 requires: requires.iter().map(|s| s.to_string()).collect(),
                 installer: None,
                 kiln: None,
+                kiln_unreadable: None,
             },
         )
     }

@@ -21,8 +21,11 @@ pub fn run(
     no_built_wheels: bool,
 ) -> CmdResult {
     let lock = read_lock(settings, lock_path)?;
-    let text = std::fs::read_to_string(lock_path)
-        .map_err(|e| Failure::User(format!("cannot read {}: {e}", lock_path.display())))?;
+    // Read as `read_lock` read it (a regular file within the lock's limit).
+    let bytes = crate::state::read(lock_path, crate::state::LOCK_LIMIT, "give a lockfile `kiln lock` wrote")
+        .map_err(|e| Failure::User(e.to_string()))?
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let set = load_recipes(settings)?;
     let cache = &settings.cache_dir;
     let (mut contents, missing) = crate::bundle::contents(&lock, &set, cache);

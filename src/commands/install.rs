@@ -123,7 +123,7 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
     let more = &run.report.more_failures;
     if !settings.json {
         let all: Vec<&BuildFailure> = std::iter::once(failure).chain(more).collect();
-        report::install::failed(outcomes, &all);
+        report::install::failed(outcomes, &all, run.report.undo.as_ref());
     }
     let doc = Install::Failed {
         logs: &run.logs,
@@ -131,6 +131,7 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
         outcomes,
         failure: Failed::of(failure),
         more_failures: more.iter().map(Failed::of).collect(),
+        undo: run.report.undo.as_ref(),
     };
     (Err(Failure::Reported), document(&doc))
 }

@@ -50,10 +50,7 @@ impl From<SessionError> for Failure {
 pub fn run(cli: Cli) -> ExitCode {
     crate::process::group::on_interrupt();
     let result = match cli.global.settings() {
-        Ok(s) => {
-            recover(&s);
-            dispatch(&s, &cli.command)
-        }
+        Ok(s) => recover(&s).and_then(|()| dispatch(&s, &cli.command)),
         Err(e) => Err(Failure::Usage(e.to_string())),
     };
     if crate::process::interrupted() {
@@ -75,8 +72,8 @@ pub fn run(cli: Cli) -> ExitCode {
 }
 
 /// Kills what a killed kiln's builds left running, and finishes or rolls back the install it
-/// was in the middle of (its journal), saying so.
-fn recover(s: &Settings) {
+/// was in the middle of (its journal), saying so; a journal that cannot be read stops kiln.
+fn recover(s: &Settings) -> Result<(), Failure> {
     let groups = s.cache_dir.join("groups");
     let killed = crate::process::group::reap_leftovers(&groups);
     crate::process::group::record_in(&groups);
@@ -86,9 +83,11 @@ fn recover(s: &Settings) {
             if killed == 1 { "" } else { "es" }
         ));
     }
-    for r in crate::build::journal::recover(&s.cache_dir) {
+    let recovered = crate::build::journal::recover(&s.cache_dir).map_err(|e| Failure::User(e.to_string()))?;
+    for r in recovered {
         report::note(&r.to_string());
     }
+    Ok(())
 }
 
 /// Takes the environment's lock for a command that changes it; waits for another kiln (saying
@@ -114,6 +113,7 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
         Command::Install(a) => {
             let s = &Settings {
                 jit_proof: !a.no_jit_proof,
+                keep_done: a.keep_done,
                 ..s.clone()
             };
             match &a.bundle {

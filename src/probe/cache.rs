@@ -180,9 +180,10 @@ fn safe(name: &str) -> String {
         .collect()
 }
 
+/// An entry, read defensively ([`crate::state`]): a fifo, a huge file or a wrong shape is a
+/// miss, probed and written again.
 fn read<T: for<'de> Deserialize<'de>>(file: &Path) -> Option<T> {
-    let bytes = std::fs::read(file).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    crate::state::cached_json(file)
 }
 
 /// Writes atomically (temp file + rename) so a concurrent reader never sees half an entry.

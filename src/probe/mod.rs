@@ -8,6 +8,7 @@
 pub mod binaries;
 pub mod cache;
 pub mod choices;
+mod dist_wire;
 pub mod gather;
 pub mod jit;
 pub mod machine;

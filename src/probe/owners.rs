@@ -45,7 +45,7 @@ pub fn fill_cached(facts: &mut PythonFacts, packages: &[String], cache: &Path) {
         stamp: String,
         owners: BTreeMap<String, Vec<String>>,
     }
-    let stored: Option<Stored> = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let stored: Option<Stored> = crate::state::cached_json(&file);
     if let Some(s) = stored.filter(|s| s.stamp == stamp) {
         facts.owners = s.owners;
         return;

@@ -8,9 +8,38 @@
 # Standard library only; works on Python 3.8+.
 import json
 import os
+import stat
 import sys
 import time
 import traceback
+
+
+def read_record(info):
+    """kiln.json in a dist-info directory, read as kiln reads its state files (src/state.rs):
+    a regular file of at most 1 MiB, opened without blocking; (record, None) or (None, why)."""
+    if info is None:
+        return None, None
+    p = os.path.join(str(info), "kiln.json")
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"cannot open it: {e}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "it is not a regular file"
+        if st.st_size > 1 << 20:
+            return None, f"it is {st.st_size} bytes, over the 1048576-byte limit"
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read((1 << 20) + 1)
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(data.decode("utf-8")), None
+    except Exception as e:
+        return None, f"not JSON: {e}"
 
 
 def dists():
@@ -39,13 +68,7 @@ def dists():
             requires = list(d.requires or [])
         except Exception:
             requires = []
-        record = None
-        try:
-            text = d.read_text("kiln.json")
-            if text:
-                record = json.loads(text)
-        except Exception:
-            pass
+        record, unreadable = read_record(path)
         # The first distribution on sys.path wins, as it does for imports.
         out.setdefault(
             key,
@@ -58,6 +81,7 @@ def dists():
                 "requires": requires,
                 "installer": (d.read_text("INSTALLER") or "").strip() or None,
                 "kiln": record,
+                "kiln_unreadable": unreadable,
             },
         )
     return list(out.values())

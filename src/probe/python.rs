@@ -65,6 +65,7 @@ impl Interpreter {
 
 /// One installed distribution.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "super::dist_wire::DistWire")]
 pub struct Dist {
     pub name: String,
     pub version: String,
@@ -77,6 +78,10 @@ pub struct Dist {
     /// What kiln recorded when it built this distribution (`<dist-info>/kiln.json`).
     #[serde(default)]
     pub kiln: Option<BuildRecord>,
+    /// Why its `kiln.json` cannot be read (not a regular file, too large, not JSON, another
+    /// shape): the component is then unproven, never a probe that fails for everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kiln_unreadable: Option<String>,
 }
 
 /// Written by kiln into the dist-info directory of everything it installs.

@@ -61,7 +61,10 @@ pub struct RuntimeFile {
 /// Reads `component`'s file in the site-packages directory `site`.
 pub fn read(site: &Path, component: &str) -> RuntimeFile {
     let path = site.join(file_name(component));
-    let text = std::fs::read_to_string(&path).ok();
+    let text = crate::state::read(&path, crate::state::RECORD_LIMIT, "")
+        .ok()
+        .flatten()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
     RuntimeFile {
         present: text.is_some(),
         env: text.as_deref().and_then(parse),

@@ -60,12 +60,7 @@ pub fn cached(python: &Path, cache: &Path, refresh: bool) -> Result<Vec<String>,
     };
     let key = hex::encode(&Sha256::digest(stamp.as_bytes())[..12]);
     let file = cache.join("probe").join(format!("tags-{key}.json"));
-    if !refresh
-        && let Some(tags) = std::fs::read(&file)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Vec<String>>(&b).ok())
-            .filter(|t| !t.is_empty())
-    {
+    if !refresh && let Some(tags) = crate::state::cached_json::<Vec<String>>(&file).filter(|t| !t.is_empty()) {
         return Ok(tags);
     }
     let tags = supported(python)?;

@@ -49,6 +49,9 @@ pub enum Install<'a> {
         outcomes: &'a [Outcome],
         failure: Failed<'a>,
         more_failures: Vec<Failed<'a>>,
+        /// What the transaction put back for the run as a whole (the steps it proved before).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        undo: Option<&'a crate::build::txn::Undo>,
     },
     /// `--dry-run`: the plan itself.
     #[serde(untagged)]
@@ -220,7 +223,7 @@ pub fn jit(verdicts: &[JitVerdict], quiet: bool) {
 }
 
 /// What was done before the failure (stdout), and each failure in full (stderr).
-pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
+pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure], undo: Option<&crate::build::txn::Undo>) {
     for o in outcomes.iter().filter(|o| o.result == StepResult::Done) {
         println!("{:9} {} ({:.1} s)", o.action.as_str(), o.name, o.seconds);
     }
@@ -248,6 +251,11 @@ pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure]) {
             }
         }
         eprintln!("  environment: {}", f.restored);
+        if i == 0
+            && let Some(u) = undo
+        {
+            eprintln!("  the run: {u}");
+        }
         if let Some(w) = &f.wheel {
             eprintln!("  wheel: {w}");
         }

@@ -306,6 +306,9 @@ pub fn text(r: &Reason) -> String {
             Some(now) => format!("built against {old}, now {now}"),
             None => format!("built against {old}, now {dep} not installed"),
         },
+        RecordUnreadable { file, error } => {
+            format!("{file} cannot be read ({error}): how it was built is unknown; installing it again writes it anew")
+        }
         OtherSource { have, lock, want } => format!("built from `{have}`; {lock} has `{want}`"),
         InstalledAs {
             component,

@@ -214,6 +214,9 @@ pub enum Reason {
         old: String,
         now: Option<String>,
     },
+    /// Its `kiln.json` (what kiln recorded when it installed it) cannot be read: how it was built
+    /// is unknown, so it is unproven until it is installed again.
+    RecordUnreadable { file: String, error: String },
     /// It was built from another source than the lock names.
     OtherSource { have: String, lock: String, want: String },
     /// Installed under another distribution name than the recipe's own ([`super::owners`]).
@@ -345,7 +348,7 @@ impl Reason {
             | SharedImportPackage { .. } => Status::Broken,
             VersionUnreadable { .. } | VersionNotAccepted { .. } | CompanionIgnored { .. } => Status::Outdated,
             ImagesMissing { .. } | JitWrongArch { .. } => Status::WrongArch,
-            BuiltAgainst { .. } | OtherSource { .. } => Status::Stale,
+            BuiltAgainst { .. } | OtherSource { .. } | RecordUnreadable { .. } => Status::Stale,
             _ => Status::Ok,
         }
     }

@@ -300,6 +300,13 @@ fn driver_check(dist: &crate::probe::python::Dist, bins: Option<&Binaries>, ev: 
 
 /// The dependencies it was built against (`abi = true`, recorded in `kiln.json`) that differ now.
 fn stale_reasons(dist: &crate::probe::python::Dist, ev: &Evidence) -> Vec<Reason> {
+    if let Some(error) = &dist.kiln_unreadable {
+        let file = std::path::Path::new(dist.dist_info.as_deref().unwrap_or("?")).join("kiln.json");
+        return vec![Reason::RecordUnreadable {
+            file: file.display().to_string(),
+            error: error.clone(),
+        }];
+    }
     let Some(rec) = &dist.kiln else {
         return Vec::new();
     };

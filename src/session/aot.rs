@@ -449,5 +449,5 @@ fn key(parts: &[&str]) -> String {
 
 /// What `--aot` installed for `dist` (from its `kiln-aot.json`), for `doctor`.
 pub fn installed(info: &Path) -> Option<Installed> {
-    serde_json::from_slice(&std::fs::read(info.join("kiln-aot.json")).ok()?).ok()
+    crate::state::cached_json(&info.join("kiln-aot.json"))
 }

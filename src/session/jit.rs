@@ -250,9 +250,7 @@ fn prove_one(
     let dir = settings.cache_dir.join("jit");
     let record = dir.join(format!("{key}.json"));
     if !settings.refresh
-        && let Some(cached) = std::fs::read(&record)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+        && let Some(cached) = crate::state::cached_json(&record)
     {
         return Some(cached);
     }

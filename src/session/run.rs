@@ -43,6 +43,7 @@ impl Session {
                 .compile_cache
                 .clone()
                 .map(|b| build::compile::CompileCache::new(b, &settings.cache_dir, settings.offline, &plan.archs)),
+            keep_done: settings.keep_done,
         };
         let events_path = logs.join("events.jsonl");
         let report = match events::EventLog::create(&events_path) {

@@ -353,6 +353,16 @@ fn a_compile_killed_for_memory_is_retried_with_fewer_jobs_and_says_so() {
 
 /// kiln on the two-second fixtures, with its own cache (so no wheel comes from another run).
 fn slow_builds(w: &World, python: &std::path::Path, cache: &str, cpus: &str) -> std::process::Output {
+    slow_builds_with(w, python, cache, cpus, &[])
+}
+
+fn slow_builds_with(
+    w: &World,
+    python: &std::path::Path,
+    cache: &str,
+    cpus: &str,
+    flags: &[&str],
+) -> std::process::Output {
     crate::common::kiln_bare()
         .env("KILN_CPUS", cpus)
         .arg("--recipes")
@@ -362,6 +372,7 @@ fn slow_builds(w: &World, python: &std::path::Path, cache: &str, cpus: &str) -> 
         .arg("--cache-dir")
         .arg(w.dir.path().join(cache))
         .args(["--no-progress", "install", "--json", "-j", "1"])
+        .args(flags)
         .output()
         .unwrap()
 }
@@ -413,8 +424,10 @@ fn independent_builds_run_side_by_side_while_cpus_last() {
     assert!(a.1 <= b.0 || b.1 <= a.0, "overlap on one CPU: a {a:?}, b {b:?}");
 }
 
+/// A failed build stops new ones; one under way is not installed (the run is one transaction,
+/// F13), unless `--keep-done`, which installs it.
 #[test]
-fn a_failed_build_stops_new_ones_but_one_under_way_is_still_installed() {
+fn a_failed_build_stops_new_ones_and_one_under_way_is_installed_only_with_keep_done() {
     let w = World::new();
     w.edit(
         "parallel-recipes/fixture-slow-b.toml",
@@ -425,6 +438,19 @@ fn a_failed_build_stops_new_ones_but_one_under_way_is_still_installed() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let v = stdout_json(&out);
     assert_eq!(v["failure"]["name"], "fixture-slow-b", "{v}");
+    let results: Vec<(&str, &str)> = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["name"].as_str().unwrap(), o["result"].as_str().unwrap()))
+        .collect();
+    assert_eq!(results, [("fixture-slow-b", "failed")]);
+    assert!(w.py("import kiln_fixture_slow_a").is_err());
+    assert!(w.py("import kiln_fixture_slow_b").is_err());
+
+    let out = slow_builds_with(&w, &w.python, "cache", "2", &["--keep-done"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
     let results: Vec<(&str, &str)> = v["outcomes"]
         .as_array()
         .unwrap()

@@ -14,7 +14,7 @@ use crate::common::{World, text};
 /// `<dir>/building`, starts a background `sleep` (its pid in `<dir>/sleeper`) and waits for
 /// `<dir>/go`; with `HOOK_STALL` it waits on a `sleep` (no output, no CPU); with `HOOK_BUSY` it
 /// spins (CPU, no output).
-fn pending_2_0_0() -> (World, PathBuf) {
+pub(crate) fn pending_2_0_0() -> (World, PathBuf) {
     let w = World::new();
     let out = w.kiln().args(["install", "fixture-pure"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -60,13 +60,13 @@ fn pending_2_0_0() -> (World, PathBuf) {
 }
 
 /// The installed version of kiln-fixture-pure, as the environment imports it.
-fn version(w: &World) -> String {
+pub(crate) fn version(w: &World) -> String {
     w.py("import kiln_fixture_pure, importlib.metadata as m; print(m.version('kiln-fixture-pure'))")
         .unwrap()
 }
 
 /// kiln as a child process (so that it can be killed), on the world's recipes, venv and cache.
-fn spawn(w: &World, python: &Path, env: &[(&str, &str)], args: &[&str]) -> Child {
+pub(crate) fn spawn(w: &World, python: &Path, env: &[(&str, &str)], args: &[&str]) -> Child {
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("kiln"));
     for k in [
         "VIRTUAL_ENV",
@@ -92,7 +92,7 @@ fn spawn(w: &World, python: &Path, env: &[(&str, &str)], args: &[&str]) -> Child
 }
 
 /// Waits until `file` exists (kiln reached the point), at most two minutes.
-fn wait_for(file: &Path, child: &mut Child) {
+pub(crate) fn wait_for(file: &Path, child: &mut Child) {
     let start = Instant::now();
     while !file.exists() {
         if let Ok(Some(st)) = child.try_wait() {
@@ -114,12 +114,12 @@ fn alive(pid: u32) -> bool {
         .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
 }
 
-fn pid_in(file: &Path) -> u32 {
+pub(crate) fn pid_in(file: &Path) -> u32 {
     std::fs::read_to_string(file).unwrap().trim().parse().unwrap()
 }
 
 /// True once `pid` is gone, waiting at most 5 s.
-fn gone(pid: u32) -> bool {
+pub(crate) fn gone(pid: u32) -> bool {
     let start = Instant::now();
     while alive(pid) && start.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(50));
@@ -127,7 +127,7 @@ fn gone(pid: u32) -> bool {
     !alive(pid)
 }
 
-fn kill(child: &mut Child, sig: &str) {
+pub(crate) fn kill(child: &mut Child, sig: &str) {
     let st = Command::new("kill")
         .args([sig, &child.id().to_string()])
         .status()

@@ -28,6 +28,7 @@ const RANKS: &[(&str, u32)] = &[
     ("process", 0),
     ("names", 0),
     ("download", 0),
+    ("state", 0),
 ];
 
 const MAX_LINES: usize = 500;

@@ -32,4 +32,5 @@ mod smoke;
 mod sources;
 mod stack;
 mod truth;
+mod txn;
 mod typed;

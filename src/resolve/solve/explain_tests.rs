@@ -38,6 +38,7 @@ fn installed(dists: &[(&str, &str)]) -> PythonFacts {
                 requires: Vec::new(),
                 installer: None,
                 kiln: None,
+                kiln_unreadable: None,
             },
         );
     }
