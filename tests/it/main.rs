@@ -33,3 +33,4 @@ mod sources;
 mod stack;
 mod truth;
 mod typed;
+mod verdict;
