@@ -137,7 +137,10 @@ fn carry_out(
             report::install::jit(&jit, settings.quiet);
             report::install::verdict(&not_ok);
         }
-        let ok = not_ok.is_empty() && jit.iter().all(|v| matches!(v.status, JitStatus::Ok | JitStatus::Skipped));
+        let ok = not_ok.is_empty()
+            && jit
+                .iter()
+                .all(|v| matches!(v.status, JitStatus::Ok | JitStatus::Skipped));
         let (jit, components) = (&jit[..], &after.assessments[..]);
         let (result, doc) = if ok {
             let doc = Install::Done {
@@ -203,7 +206,13 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
         refresh: true,
         ..settings.clone()
     };
-    let judge = || Ok(Session::after_install(&probed_again, load_recipes(&probed_again)?, &pinned)?);
+    let judge = || {
+        Ok(Session::after_install(
+            &probed_again,
+            load_recipes(&probed_again)?,
+            &pinned,
+        )?)
+    };
     let (result, mut doc, after) = carry_out(&settings, &s, &plan, dry_run, &judge);
     doc["archs_from"] = serde_json::json!(report::install::archs_from(from));
     let installed = result.is_ok() || after.is_some();

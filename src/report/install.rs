@@ -219,7 +219,9 @@ pub fn verdict(not_ok: &[&Assessment]) {
         );
     }
     if !not_ok.is_empty() {
-        eprintln!("  this is `kiln doctor`'s verdict on the environment as the install left it; what was installed stays");
+        eprintln!(
+            "  this is `kiln doctor`'s verdict on the environment as the install left it; what was installed stays"
+        );
     }
 }
 

@@ -18,6 +18,7 @@ mod jit;
 mod layers;
 mod lock;
 mod lock_archs;
+mod lock_stack;
 mod names;
 mod need;
 mod overhead;
