@@ -4,6 +4,7 @@ mod build;
 mod bundle;
 mod check;
 mod common;
+mod companion;
 mod compile_cache;
 mod compile_fit;
 mod crash;
