@@ -50,10 +50,7 @@ pub(super) fn gather(
         .flat_map(|r| {
             // A companion's CUDA binaries are judged with the component (its cubins).
             let companions = r.companions.iter().map(|c| probe::normalize(c));
-            resolve::owners::names(r)
-                .into_iter()
-                .chain(companions)
-                .collect::<Vec<_>>()
+            resolve::owners::names(r).chain(companions).collect::<Vec<_>>()
         })
         .collect();
     let scratch = settings.cache_dir.join("smoke");
