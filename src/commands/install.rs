@@ -1,5 +1,7 @@
-//! `kiln install`: carry out the plan, verifying each component before the next, then prove the
-//! JIT of what it built or installed (unless `--no-jit-proof`); with
+//! `kiln install`: carry out the plan, verifying each component before the next, then judge the
+//! environment it left as `kiln doctor` would right after (the same targets and archs, every
+//! verdict: driver, binaries, companions, JIT proofs unless `--no-jit-proof`) and end with that
+//! verdict, exit 1 when it is not ok; with
 //! `--locked`, pinned to a lockfile and checked against it afterwards; with `--bundle`, from a
 //! bundle, offline. Only argument handling and reporting: choosing, building and comparing live
 //! in `session`, `resolve`, `build` and `lock`.
@@ -18,14 +20,11 @@ use crate::settings::Settings;
 pub fn run(settings: &Settings, targets: &[String], dry_run: bool, aot: bool) -> CmdResult {
     let s = open(settings, targets)?;
     let plan = s.plan(settings).map_err(|c| conflict(settings, &c))?;
-    let (mut result, mut doc) = carry_out(settings, &s, &plan, dry_run);
+    let judge = || Ok(Session::after_install(settings, load_recipes(settings)?, targets)?);
+    let (mut result, mut doc, after) = carry_out(settings, &s, &plan, dry_run, &judge);
     if aot && !dry_run && result.is_ok() {
         // The environment as the install left it (the probe cache sees the change).
-        let after = if plan.changes() > 0 {
-            open(settings, targets)?
-        } else {
-            s
-        };
+        let after = after.unwrap_or(s);
         let warmed = after.warm(settings);
         if !settings.json && !settings.quiet {
             report::install::aot(&warmed, &after.archs);
@@ -44,32 +43,49 @@ pub fn run(settings: &Settings, targets: &[String], dry_run: bool, aot: bool) ->
     result
 }
 
-/// Runs the plan (or shows it, for `--dry-run`). Human output is printed here; the JSON
-/// document is returned for the caller to print, so that `--locked` can add to it.
-fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (CmdResult, serde_json::Value) {
+/// Opens the session that judges the environment an install left, as `doctor` would.
+type Judge<'a> = dyn Fn() -> Result<Session, Failure> + 'a;
+
+/// Runs the plan (or shows it, for `--dry-run`), then judges the environment it left with
+/// `judge`: the install ends with `doctor`'s verdict on the same targets and archs, and is ok
+/// only when that is ok (an `outdated` component the plan keeps aside). Human output is printed
+/// here; the JSON document is returned for the caller to print, so that `--locked` can add to
+/// it, with the judging session when the run changed anything.
+fn carry_out(
+    settings: &Settings,
+    s: &Session,
+    plan: &Plan,
+    dry_run: bool,
+    judge: &Judge,
+) -> (CmdResult, serde_json::Value, Option<Session>) {
     let show_plan = || report::plan::human(plan, &s.python, &s.facts.python.version);
     if dry_run {
         if !settings.json {
             show_plan();
         }
-        return (Ok(exit(!plan.is_blocked())), document(&Install::Plan(plan)));
+        return (Ok(exit(!plan.is_blocked())), document(&Install::Plan(plan)), None);
     }
     if plan.is_blocked() {
         if !settings.json {
             show_plan();
         }
         let blocked = Failure::User("the plan is blocked (see above); nothing was changed".into());
-        return (Err(blocked), document(&Install::Blocked { plan }));
+        return (Err(blocked), document(&Install::Blocked { plan }), None);
     }
     if plan.changes() == 0 {
+        let not_ok = s.not_ok_after(plan);
         if !settings.json && !settings.quiet {
             report::install::nothing_to_do(plan);
+        }
+        if !settings.json {
+            report::install::verdict(&not_ok);
         }
         let doc = Install::NothingToDo {
             built: 0,
             steps: &plan.steps,
+            components: &s.assessments,
         };
-        return (Ok(ExitCode::SUCCESS), document(&doc));
+        return (Ok(exit(not_ok.is_empty())), document(&doc), None);
     }
     let progress = report::progress::Progress::new(!settings.progress || settings.json, settings.quiet);
     let run = s.execute(settings, plan, &progress);
@@ -81,44 +97,72 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
         report::timings::html(&crate::build::events::read(&run.events)),
     );
     let outcomes = &run.report.outcomes;
+    let (logs, timings) = (&run.logs, &timings);
     let Some(failure) = &run.report.failure else {
-        if !settings.json && !settings.quiet {
-            report::install::done(outcomes, &run.logs);
-        }
+        let changed: Vec<&str> = outcomes
+            .iter()
+            .filter(|o| o.result == StepResult::Done)
+            .map(|o| o.name.as_str())
+            .collect();
         // What compiles its kernels at run time is proven now, as `doctor` proves it: a
         // component that imports but cannot compile a kernel for the target is not ok.
-        let proving: Vec<&str> = outcomes
+        let proving: Vec<&str> = changed
             .iter()
-            .filter(|o| o.result == StepResult::Done && s.set.get(&o.name).is_some_and(|r| r.jit.is_some()))
-            .map(|o| o.name.as_str())
+            .copied()
+            .filter(|n| s.set.get(n).is_some_and(|r| r.jit.is_some()))
             .collect();
         if settings.jit_proof && !proving.is_empty() && !s.archs.is_empty() && !settings.json && !settings.quiet {
             report::install::proving(&proving, &s.archs);
         }
-        let jit = s.jit_after(settings, &run.report);
+        // `doctor`'s verdict on the environment as the install left it.
+        let after = match judge() {
+            Ok(after) => after,
+            Err(e) => {
+                let doc = Install::NotOk {
+                    logs,
+                    timings,
+                    outcomes,
+                    jit: &[],
+                    components: &[],
+                };
+                return (Err(e), document(&doc), None);
+            }
+        };
+        let jit = after.jit_verdicts(settings, &changed);
+        let not_ok = after.not_ok_after(plan);
         if !settings.json {
+            if !settings.quiet {
+                report::install::done(outcomes, logs, &not_ok);
+            }
             report::install::jit(&jit, settings.quiet);
+            report::install::verdict(&not_ok);
         }
-        let (logs, jit) = (&run.logs, &jit[..]);
-        if jit
-            .iter()
-            .all(|v| matches!(v.status, JitStatus::Ok | JitStatus::Skipped))
-        {
+        let ok = not_ok.is_empty()
+            && jit
+                .iter()
+                .all(|v| matches!(v.status, JitStatus::Ok | JitStatus::Skipped));
+        let (jit, components) = (&jit[..], &after.assessments[..]);
+        let (result, doc) = if ok {
             let doc = Install::Done {
                 logs,
-                timings: &timings,
+                timings,
                 outcomes,
                 jit,
+                components,
             };
-            return (Ok(ExitCode::SUCCESS), document(&doc));
-        }
-        let doc = Install::NotOk {
-            logs,
-            timings: &timings,
-            outcomes,
-            jit,
+            (Ok(ExitCode::SUCCESS), doc)
+        } else {
+            let doc = Install::NotOk {
+                logs,
+                timings,
+                outcomes,
+                jit,
+                components,
+            };
+            (Err(Failure::Reported), doc)
         };
-        return (Err(Failure::Reported), document(&doc));
+        let doc = document(&doc);
+        return (result, doc, Some(after));
     };
     let more = &run.report.more_failures;
     if !settings.json {
@@ -126,14 +170,14 @@ fn carry_out(settings: &Settings, s: &Session, plan: &Plan, dry_run: bool) -> (C
         report::install::failed(outcomes, &all, run.report.undo.as_ref());
     }
     let doc = Install::Failed {
-        logs: &run.logs,
-        timings: &timings,
+        logs,
+        timings,
         outcomes,
         failure: Failed::of(failure),
         more_failures: more.iter().map(Failed::of).collect(),
         undo: run.report.undo.as_ref(),
     };
-    (Err(Failure::Reported), document(&doc))
+    (Err(Failure::Reported), document(&doc), None)
 }
 
 /// `kiln install --locked`: the lock's versions as pins, its git commits and sdist hashes as
@@ -146,7 +190,7 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
     if !settings.json && !settings.quiet {
         report::install::locked_archs(path, archs.as_deref(), from);
     }
-    let mut settings = Settings {
+    let settings = Settings {
         archs,
         ..settings.clone()
     };
@@ -158,17 +202,31 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
     s.mark_other_sources_stale(&lock, path);
     s.expect_locked_wheels(&lock);
     let plan = s.plan(&settings).map_err(|c| conflict(&settings, &c))?;
-    let (result, mut doc) = carry_out(&settings, &s, &plan, dry_run);
+    // What is there afterwards, probed again: judged as `doctor` judges it, and compared.
+    let probed_again = Settings {
+        refresh: true,
+        ..settings.clone()
+    };
+    let judge = || {
+        Ok(Session::after_install(
+            &probed_again,
+            load_recipes(&probed_again)?,
+            &pinned,
+        )?)
+    };
+    let (result, mut doc, after) = carry_out(&settings, &s, &plan, dry_run, &judge);
     doc["archs_from"] = serde_json::json!(report::install::archs_from(from));
-    if dry_run || result.is_err() {
+    let installed = result.is_ok() || after.is_some();
+    if dry_run || !installed {
         if settings.json {
             report::install::json(doc, None);
         }
         return result;
     }
-    // Compare with what is there now, probed again.
-    settings.refresh = true;
-    let after = open(&settings, &pinned)?;
+    let after = match after {
+        Some(after) => after,
+        None => open(&probed_again, &pinned)?,
+    };
     let (compared, differences) = after.compare(&lock);
     let failed = differences.iter().any(|d| !d.note_only);
     if settings.json {

@@ -1,5 +1,5 @@
-//! The CUDA binaries a distribution installed: every shared object, relocatable object (`.o`)
-//! and static archive (`.a`) its `RECORD` lists, with the SASS and PTX their fatbins hold (read
+//! The CUDA binaries a distribution installed: every shared object, relocatable object (`.o`),
+//! static archive (`.a`) and bare cubin (`.cubin`) its `RECORD` lists, with the SASS and PTX their fatbins hold (read
 //! by [`crate::fatbin`], headers only; an object's `-rdc` images count, see its docs).
 //!
 //! It also describes a file's loadable images in the arch vocabulary ([`kernel_images`]), so that
@@ -31,13 +31,17 @@ pub struct Binaries {
     pub cudart: Option<u64>,
 }
 
-/// Whether a path names a file that can hold device code: a shared object, an object or an
-/// archive.
+/// Whether a path names a file that can hold device code: a shared object, an object, an
+/// archive, or a bare cubin (flashinfer-cubin ships its kernels as `.cubin` files).
 pub fn may_hold_cuda(path: &str) -> bool {
-    path.ends_with(".so") || path.contains(".so.") || path.ends_with(".o") || path.ends_with(".a")
+    path.ends_with(".so")
+        || path.contains(".so.")
+        || path.ends_with(".o")
+        || path.ends_with(".a")
+        || path.ends_with(".cubin")
 }
 
-/// Reads every `.so`, `.o` and `.a` listed in the distribution's RECORD.
+/// Reads every `.so`, `.o`, `.a` and `.cubin` listed in the distribution's RECORD.
 pub fn scan(dist: &Dist) -> Binaries {
     let mut out = Binaries::default();
     let (Some(info), Some(loc)) = (&dist.dist_info, &dist.location) else {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::build::{BuildFailure, Outcome, StepResult};
 use crate::lock::Difference;
-use crate::resolve::{Plan, Step};
+use crate::resolve::{Assessment, Plan, Step};
 use crate::session::{JitStatus, JitVerdict};
 
 /// What `kiln install --json` prints (as its [`document`]).
@@ -20,10 +20,15 @@ pub enum Install<'a> {
     /// A step is blocked or unsupported: nothing was changed.
     #[serde(rename = "blocked")]
     Blocked { plan: &'a Plan },
-    /// Every component was ok already.
+    /// Every component was ok already (`components`: `doctor`'s verdicts).
     #[serde(rename = "nothing to do")]
-    NothingToDo { built: usize, steps: &'a [Step] },
-    /// Every step was carried out and verified (and each JIT proof passed or was skipped).
+    NothingToDo {
+        built: usize,
+        steps: &'a [Step],
+        components: &'a [Assessment],
+    },
+    /// Every step was carried out and verified, and `doctor`'s verdict on the environment it
+    /// left (`components`, as `doctor --json` has them) is ok, each JIT proof passed or skipped.
     #[serde(rename = "ok")]
     Done {
         logs: &'a Path,
@@ -31,15 +36,18 @@ pub enum Install<'a> {
         outcomes: &'a [Outcome],
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         jit: &'a [JitVerdict],
+        components: &'a [Assessment],
     },
-    /// Every step was carried out and verified, but a JIT proof says a component cannot compile
-    /// its kernels for a target arch (see `jit`). Nothing was rolled back.
+    /// Every step was carried out and verified, but `doctor`'s verdict on the environment it
+    /// left is not ok: a component is blocked, broken... (`components`), or a JIT proof says it
+    /// cannot compile its kernels for a target arch (`jit`). Nothing was rolled back.
     #[serde(rename = "not ok")]
     NotOk {
         logs: &'a Path,
         timings: &'a Path,
         outcomes: &'a [Outcome],
         jit: &'a [JitVerdict],
+        components: &'a [Assessment],
     },
     /// A step failed; the environment was put back for it.
     #[serde(rename = "failed")]
@@ -159,8 +167,9 @@ pub fn nothing_to_do(plan: &Plan) {
     );
 }
 
-/// The steps carried out, for a person.
-pub fn done(outcomes: &[Outcome], logs: &Path) {
+/// The steps carried out, for a person; "verified" only where `doctor`'s verdict after them
+/// (`not_ok`: the components it does not call ok) agrees.
+pub fn done(outcomes: &[Outcome], logs: &Path, not_ok: &[&Assessment]) {
     let changed: Vec<&Outcome> = outcomes.iter().filter(|o| o.result == StepResult::Done).collect();
     for o in &changed {
         println!(
@@ -177,14 +186,46 @@ pub fn done(outcomes: &[Outcome], logs: &Path) {
         if let Some(c) = &o.compile_cache {
             println!("          {} ({})", c.summary(), c.backend);
         }
+        if let Some(a) = not_ok.iter().find(|a| a.name == o.name) {
+            println!("          imports, but is {} (see below)", a.status.as_str());
+        }
     }
-    println!(
-        "installed and verified {} component{}; kept {}; logs in {} (timings.html: where the time went)",
-        changed.len(),
-        if changed.len() == 1 { "" } else { "s" },
-        outcomes.len() - changed.len(),
-        logs.display()
-    );
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let kept = outcomes.len() - changed.len();
+    let logs = logs.display();
+    if not_ok.is_empty() {
+        println!(
+            "installed and verified {} component{}; kept {kept}; logs in {logs} (timings.html: where the time went)",
+            changed.len(),
+            plural(changed.len())
+        );
+    } else {
+        println!(
+            "installed {} component{}; kept {kept}; {} not ok by `kiln doctor`'s verdict; logs in {logs}",
+            changed.len(),
+            plural(changed.len()),
+            not_ok.len()
+        );
+    }
+}
+
+/// `doctor`'s verdict after an install, where it is not ok: each component it does not call
+/// ok, with its status and evidence (stderr).
+pub fn verdict(not_ok: &[&Assessment]) {
+    for a in not_ok {
+        let version = a.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+        eprintln!(
+            "error: {}{version} is {}: {}",
+            a.name,
+            a.status.as_str(),
+            super::reason::evidence(&a.reasons)
+        );
+    }
+    if !not_ok.is_empty() {
+        eprintln!(
+            "  this is `kiln doctor`'s verdict on the environment as the install left it; what was installed stays"
+        );
+    }
 }
 
 /// Before the JIT proofs after an install (they compile, so they take a while).

@@ -180,6 +180,30 @@ pub fn text(r: &Reason) -> String {
              {companion}=={version}, or uninstall it",
             source.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()
         ),
+        CompanionImagesHeld {
+            companion,
+            companion_version,
+            arch,
+            files,
+            of,
+        } => format!(
+            "{companion} {companion_version} holds cubins for {arch} ({files} of {of} CUDA binaries load there)"
+        ),
+        CompanionImagesMissing {
+            component,
+            companion,
+            companion_version,
+            arch,
+            held,
+        } => format!(
+            "{companion} {companion_version} holds no cubin that loads on {arch} (it holds {}): what {component} \
+             would load from it there is not in it",
+            if held.is_empty() {
+                "none".to_string()
+            } else {
+                held.join(", ")
+            }
+        ),
         DriverCannotDrive {
             subject,
             arch,

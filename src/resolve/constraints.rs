@@ -92,3 +92,55 @@ pub fn companion_reasons(
         })
         .collect()
 }
+
+/// The per-arch verdict on the CUDA binaries of each companion the component uses (installed at
+/// exactly its version; one it ignores is [`companion_reasons`]'), read by the fatbin and cubin
+/// reader like a component's own: for each target arch, the files that hold an image loading
+/// there ([`Reason::CompanionImagesHeld`]), or none ([`Reason::CompanionImagesMissing`], with the
+/// images it holds). A companion without CUDA binaries, or no target arch: nothing.
+pub fn companion_images(r: &Recipe, dist: &crate::probe::python::Dist, ev: &super::status::Evidence) -> Vec<Reason> {
+    let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
+    let mut out = Vec::new();
+    for c in r
+        .companions
+        .iter()
+        .filter_map(|c| ev.python.dists.get(&crate::probe::normalize(c)))
+        .filter(|c| c.version == dist.version)
+    {
+        let Some(bins) = ev
+            .binaries
+            .get(&crate::probe::normalize(&c.name))
+            .filter(|b| !b.cuda.is_empty())
+        else {
+            continue;
+        };
+        for &arch in ev.archs {
+            let files = bins
+                .cuda
+                .iter()
+                .filter(|f| crate::probe::binaries::runs_on(f, arch, driver).usable)
+                .count();
+            out.push(if files > 0 {
+                Reason::CompanionImagesHeld {
+                    companion: c.name.clone(),
+                    companion_version: c.version.clone(),
+                    arch,
+                    files,
+                    of: bins.cuda.len(),
+                }
+            } else {
+                let mut held: Vec<String> = bins.cuda.iter().flat_map(|f| f.images().map(|i| i.name())).collect();
+                held.sort();
+                held.dedup();
+                Reason::CompanionImagesMissing {
+                    component: r.name.clone(),
+                    companion: c.name.clone(),
+                    companion_version: c.version.clone(),
+                    arch,
+                    held,
+                }
+            });
+        }
+    }
+    out
+}

@@ -113,6 +113,25 @@ pub enum Reason {
         companion_version: String,
         source: Option<String>,
     },
+    /// A companion the component uses (at its own version) holds cubins that load on `arch`:
+    /// `files` of its `of` CUDA binaries ([`super::constraints::companion_images`]).
+    CompanionImagesHeld {
+        companion: String,
+        companion_version: String,
+        arch: crate::arch::Arch,
+        files: usize,
+        of: usize,
+    },
+    /// A companion the component uses holds no cubin that loads on `arch` (`held`: the images it
+    /// has): what the component would load from it for that arch is not there. A note, not a
+    /// failure: which of its kernels a component needs on an arch is the component's business.
+    CompanionImagesMissing {
+        component: String,
+        companion: String,
+        companion_version: String,
+        arch: crate::arch::Arch,
+        held: Vec<String>,
+    },
     /// The driver cannot run the CUDA runtime the component is built for ([`super::driver`]).
     DriverTooOld {
         subject: String,

@@ -47,7 +47,11 @@ pub(super) fn gather(
     let dists: Vec<String> = scope
         .iter()
         .filter_map(|(name, _)| set.get(name))
-        .flat_map(resolve::owners::names)
+        .flat_map(|r| {
+            // A companion's CUDA binaries are judged with the component (its cubins).
+            let companions = r.companions.iter().map(|c| probe::normalize(c));
+            resolve::owners::names(r).chain(companions).collect::<Vec<_>>()
+        })
         .collect();
     let scratch = settings.cache_dir.join("smoke");
     let request = gather::Request {

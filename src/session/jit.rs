@@ -4,8 +4,9 @@
 //! script, rendered environment, toolkit, host compiler, target archs), so a second `doctor` or
 //! `install` compiles nothing. Only passing proofs are cached.
 //!
-//! After `install`, [`Session::jit_after`] proves the components the run built or installed,
-//! with the same cache, so the `doctor` that follows compiles nothing.
+//! After `install`, the session opened on the environment it left proves what `doctor` proves,
+//! with the same cache (so the `doctor` that follows compiles nothing), and
+//! [`Session::jit_verdicts`] gives the verdicts on what the run built or installed.
 //!
 //! It deliberately ignores what the compiled images mean for an arch (`resolve::jit` judges
 //! them with the run rules) and components that do not import: a proof cannot say more then.
@@ -19,7 +20,6 @@ use sha2::{Digest, Sha256};
 
 use super::Session;
 use crate::arch::Arch;
-use crate::build::{RunReport, StepResult};
 use crate::probe::jit::{self, JitOutcome};
 use crate::probe::python::PythonFacts;
 use crate::probe::smoke::Script;
@@ -87,52 +87,40 @@ impl JitVerdict {
 }
 
 impl Session {
-    /// The JIT verdicts on the components `report`'s run built or installed whose recipe has
-    /// `[verify] jit`: each proven for the target archs on the environment the run's last
-    /// verification saw (or taken from the cache `doctor` uses; a passing proof is cached for
-    /// it). They were verified just now, so their imports run. Without `settings.jit_proof`
-    /// each is `skipped`. No target arch: nothing to prove.
-    pub fn jit_after(&self, settings: &Settings, report: &RunReport) -> Vec<JitVerdict> {
-        let Some(facts) = report.facts.as_ref().filter(|_| !self.archs.is_empty()) else {
+    /// The JIT verdicts on `names` (the components an install built or installed) whose recipe
+    /// has `[verify] jit`, for the target archs, from this session's proofs: a session opened
+    /// after the install ([`Session::after_install`]) holds the proofs `doctor` makes (cached for
+    /// it), so these are its JIT verdicts. Without `settings.jit_proof` each is `skipped`. No
+    /// target arch, or no proof (the component does not import: its status says so): nothing.
+    pub fn jit_verdicts(&self, settings: &Settings, names: &[&str]) -> Vec<JitVerdict> {
+        if self.archs.is_empty() {
             return Vec::new();
-        };
-        let done = report.outcomes.iter().filter(|o| o.result == StepResult::Done);
+        }
+        let ev = self.evidence(&self.facts, &self.jit);
         let mut out = Vec::new();
-        for (r, jit) in done
-            .filter_map(|o| self.set.get(&o.name))
+        for (r, jit) in names
+            .iter()
+            .filter_map(|n| self.set.get(n))
             .filter_map(|r| Some((r, r.jit.as_ref()?)))
         {
-            let mut v = JitVerdict {
+            let skipped = Reason::JitSkipped {
+                script: jit.path.clone(),
+            };
+            let (reason, proof) = if settings.jit_proof {
+                let Some(reason) = resolve::jit::verdict(r, &ev) else {
+                    continue;
+                };
+                (reason, self.jit.get(&r.name).cloned())
+            } else {
+                (skipped, None)
+            };
+            out.push(JitVerdict {
                 name: r.name.clone(),
                 archs: self.archs.clone(),
-                status: JitStatus::Skipped,
-                reason: Reason::JitSkipped {
-                    script: jit.path.clone(),
-                },
-                proof: None,
-            };
-            if settings.jit_proof {
-                let outcome = prove_one(
-                    settings,
-                    r,
-                    jit,
-                    &self.python,
-                    &self.machine,
-                    &self.archs,
-                    facts,
-                    &[],
-                    true,
-                )
-                .expect("compiling always answers");
-                let proofs = BTreeMap::from([(r.name.clone(), outcome.clone())]);
-                let ev = self.evidence(facts, &proofs);
-                if let Some(reason) = resolve::jit::verdict(r, &ev) {
-                    v.status = JitStatus::of(&reason);
-                    v.reason = reason;
-                }
-                v.proof = Some(outcome);
-            }
-            out.push(v);
+                status: JitStatus::of(&reason),
+                reason,
+                proof,
+            });
         }
         out
     }

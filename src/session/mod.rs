@@ -135,6 +135,23 @@ impl Session {
     /// interpreter, reads the machine and the interpreter's facts (from the probe cache unless
     /// `settings.refresh`), and assesses each component in scope.
     pub fn open(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
+        Session::open_proving(settings, set, targets, true)
+    }
+
+    /// The environment as an install left it, judged as `kiln doctor` judges it right after
+    /// (the same probe, cache and verdicts for `targets`); the JIT proofs only with
+    /// `settings.jit_proof` (`install --no-jit-proof` leaves them for later: no proof, no JIT
+    /// verdict).
+    pub fn after_install(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
+        Session::open_proving(settings, set, targets, settings.jit_proof)
+    }
+
+    fn open_proving(
+        settings: &Settings,
+        set: RecipeSet,
+        targets: &[String],
+        prove_jit: bool,
+    ) -> Result<Session, SessionError> {
         let (wanted, pins) = targets::parse(&set, targets)?;
         let asked = if targets.is_empty() {
             Vec::new()
@@ -152,7 +169,11 @@ impl Session {
         let needs = resolve::need::resolve(&set, &scope, &settings.needs).map_err(SessionError::Usage)?;
         let mut found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
         owned_packages(settings, &set, &scope, &mut found.probed);
-        let jit = jit::prove(settings, &set, &python, &machine, &archs, &scope, &found.probed.facts);
+        let jit = if prove_jit {
+            jit::prove(settings, &set, &python, &machine, &archs, &scope, &found.probed.facts)
+        } else {
+            BTreeMap::new()
+        };
         let mut s = Session {
             set,
             python,
@@ -184,6 +205,22 @@ impl Session {
         };
         s.assessments = s.assess(&s.facts, &s.scope);
         Ok(s)
+    }
+
+    /// What keeps an install of `plan` from ending ok, by this session's verdicts (`doctor`'s,
+    /// on a session opened after it): every component in scope that is not `ok`, except an
+    /// `outdated` one the plan showed it keeps as it is (its step said why).
+    pub fn not_ok_after(&self, plan: &resolve::Plan) -> Vec<&Assessment> {
+        let kept = |name: &str| {
+            plan.steps
+                .iter()
+                .any(|s| s.name == name && s.action == resolve::plan::Action::Keep)
+        };
+        self.assessments
+            .iter()
+            .filter(|a| a.status != resolve::Status::Ok)
+            .filter(|a| !(a.status == resolve::Status::Outdated && kept(&a.name)))
+            .collect()
     }
 
     /// The installed distribution of component `name`, if any: its own, else one under a former

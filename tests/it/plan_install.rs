@@ -1,5 +1,5 @@
 //! `install` runs exactly the plan it shows: for every kind of step (build, rebuild, install,
-//! reinstall, keep) the action and version `plan --json` says are what `install --json` did and
+//! reinstall, keep, and a rebuild that replaces another distribution) the action and version `plan --json` says are what `install --json` did and
 //! what is installed afterwards, the source included. Ground truth: issue 19, "Plan and install
 //! disagree": on a venv with torch 2.7.1+cu126, `plan torch` said "reinstall torch 2.7.1" and
 //! `install torch` installed 2.14.1 (`index:torch==2.14.1`): the solver kept the installed
@@ -176,5 +176,41 @@ fn a_step_that_would_install_another_version_than_it_shows_is_blocked() {
     assert!(
         reason.contains("cannot install fixture-six 1.15.0 again: its recipe has no source for that version (it installs 1.17.0, 1.16.0)"),
         "{reason}"
+    );
+}
+
+/// A replacement: the component installed under its former distribution name (sgl-kernel for
+/// sglang-kernel, the rename upstream made: recipes/sglang-kernel.toml `former`) is planned as a
+/// rebuild replacing the other distribution, and the install does exactly that: the version the
+/// plan shows, from the source it shows, and the former distribution gone.
+#[test]
+fn install_carries_out_a_replacement_of_another_distribution_as_planned() {
+    let w = World::new();
+    let former = w.dir.path().join("fixtures/former-recipes/sglang-kernel.toml");
+    std::fs::copy(&former, w.recipes.join("sglang-kernel.toml")).unwrap();
+    let out = crate::common::pip_install(&w.python)
+        .arg("--no-build-isolation")
+        .arg(w.packages.join("sgl-kernel"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let targets = ["sglang-kernel"];
+    let plan = planned(&w, &targets);
+    assert_eq!(
+        plan["sglang-kernel"],
+        ("rebuild".to_string(), Some("0.4.10".to_string())),
+        "{plan:?}"
+    );
+    let v = stdout_json(&w.kiln().args(["plan", "--json"]).args(targets).output().unwrap());
+    assert_eq!(
+        crate::common::step(&v, "sglang-kernel")["reasons"][0]["kind"],
+        "replace-other"
+    );
+    let (v, versions) = installed(&w, &targets);
+    same(&plan, &v, &versions);
+    let left = w.py("import importlib.metadata as m; print(sorted(d.metadata['Name'] for d in m.distributions()))");
+    assert!(
+        !left.unwrap().contains("'sgl-kernel'"),
+        "the former distribution is replaced"
     );
 }

@@ -10,7 +10,7 @@ use std::process::Command as StdCommand;
 use crate::common::{World, component, cuda, stand_in, stdout_json, step, text};
 
 /// Builds the CUDA fixture's wheel for `archs` ("90;120") into `out`, returning its path.
-fn fixture_wheel(w: &World, archs: &str, out: &Path) -> PathBuf {
+pub(crate) fn fixture_wheel(w: &World, archs: &str, out: &Path) -> PathBuf {
     let src = w.dir.path().join("wheel-src");
     crate::common::copy_dir(&w.packages.join("kiln-fixture-cuda"), &src);
     let status = StdCommand::new(&w.python)
@@ -37,14 +37,14 @@ fn fixture_wheel(w: &World, archs: &str, out: &Path) -> PathBuf {
         .unwrap()
 }
 
-fn sha256(path: &Path) -> String {
+pub(crate) fn sha256(path: &Path) -> String {
     let out = StdCommand::new("sha256sum").arg(path).output().unwrap();
     text(&out.stdout).split_whitespace().next().unwrap().to_string()
 }
 
 /// The fixture-cuda recipe of `w` rewritten to offer `wheel` for its version 1.0.0 (with
 /// `extra` appended), written; its directory, its path and its text.
-fn offer(w: &World, wheel: &Path, extra: &str) -> (PathBuf, PathBuf, String) {
+pub(crate) fn offer(w: &World, wheel: &Path, extra: &str) -> (PathBuf, PathBuf, String) {
     let recipes = w.dir.path().join("fixtures/cuda-recipes");
     let recipe = recipes.join("fixture-cuda.toml");
     let text0 = std::fs::read_to_string(&recipe).unwrap();
