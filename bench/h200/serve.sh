@@ -51,6 +51,15 @@ doctor() { # python target
   done
 }
 
+diagnose() { # python engine: where the serving proof did not pass, its whole output and kiln's logs
+  local py=$1 engine=$2
+  grep -q '"served"' "$OUT/doctor-$engine-9.0.json" && return 0
+  step "the serving proof by hand (it did not pass in kiln)"
+  KILN_COMPONENT=$engine timeout 400 "$py" -I -B recipes/serve/engine.py > "$OUT/serve-$engine.log" 2>&1
+  echo "exit $?"; tail -40 "$OUT/serve-$engine.log"
+  tar czf "$OUT/logs-$engine.tgz" -C "$CACHE" logs 2>/dev/null
+}
+
 case "${1:-}" in
 carry)
   if [ -f .device-bin/kiln ]; then cp .device-bin/kiln /tmp/kiln && chmod +x /tmp/kiln; fi
@@ -71,10 +80,12 @@ sglang)
   "$TORCH_ENV/bin/python3" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
   step "kiln install --bundle (no network here)"
   mkdir -p /tmp/sglang-run && cd /tmp/sglang-run
-  timed k "$TORCH_ENV/bin/python3" install --bundle "$PARTS/sglang.tar.01-of-15" 2>&1 | tee "$OUT/install-sglang.log"
+  first=$(ls "$PARTS"/sglang*.tar.01-of-* | head -1)
+  timed k "$TORCH_ENV/bin/python3" install --bundle "$first" 2>&1 | tee "$OUT/install-sglang.log"
   cp kiln.lock "$OUT/kiln-sglang.lock" 2>/dev/null
   cd - > /dev/null
   doctor "$TORCH_ENV/bin/python3" sglang
+  diagnose "$TORCH_ENV/bin/python3" sglang
   ;;
 vllm)
   step "kiln install --bundle into $VLLM_ENV (no network here)"
@@ -84,6 +95,7 @@ vllm)
   cp kiln.lock "$OUT/kiln-vllm.lock" 2>/dev/null
   cd - > /dev/null
   doctor "$VLLM_ENV/bin/python3" vllm
+  diagnose "$VLLM_ENV/bin/python3" vllm
   ;;
 *)
   echo "usage: $0 carry|sglang|vllm" >&2

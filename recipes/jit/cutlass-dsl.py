@@ -24,6 +24,9 @@ work = Path(os.environ["KILN_JIT_DIR"]).resolve()
 def compile_one(arch: str, out: Path) -> None:
     os.environ["CUTE_DSL_ARCH"] = arch
     os.environ["CUTE_DSL_KEEP"] = "cubin"
+    # 4.4.x reads its own switch instead (cutlass/base_dsl/env_manager.py:363 in 4.4.2,
+    # `[DSL]_KEEP_CUBIN`); without it a 4.4.2 compile keeps nothing (seen on the H200).
+    os.environ["CUTE_DSL_KEEP_CUBIN"] = "1"
     os.environ["CUTE_DSL_DUMP_DIR"] = str(out)
     import cutlass
     import cutlass.cute as cute

@@ -143,6 +143,10 @@ def serve_sglang(root):
             cuda_graph_max_bs=PROMPTS,
             random_seed=0,
             log_level="warning",
+            # SGLang 0.5.11's piecewise CUDA graph (sglang/srt/compilation/cuda_piecewise_backend.py)
+            # failed on the H200 with CUBLAS_STATUS_EXECUTION_FAILED in its torch.compile'd graph;
+            # plain CUDA graphs serve (docs/gpu-proof.md §9).
+            disable_piecewise_cuda_graph=True,
         )
         started = time.time() - t0
         try:

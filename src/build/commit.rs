@@ -150,7 +150,14 @@ fn install_and_verify(
     let dist = r.dist.as_deref().unwrap_or(&r.name);
     let constraints = if r.install_deps {
         let context = format!("cannot write the constraints into {}", p.work.display());
-        let written = write_constraints(cx, dist, &p.work).map_err(|e| {
+        let own = step
+            .version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .and_then(|v| r.version_entry(&v))
+            .map(|e| e.constraints.clone())
+            .unwrap_or_default();
+        let written = write_constraints(cx, dist, &own, &p.work).map_err(|e| {
             (
                 BuildFailure::new(&step.name, Phase::Install, StepError::io(context)(e)),
                 None,
@@ -410,9 +417,10 @@ fn clean_up(work: &Path, wheel: Option<&Path>) {
 }
 
 /// Pins every installed distribution kiln manages, so that installing with dependencies can
-/// never replace one of them (torch above all) behind the user's back.
-fn write_constraints(cx: &Context, except: &str, work: &Path) -> std::io::Result<PathBuf> {
-    let mut lines = Vec::new();
+/// never replace one of them (torch above all) behind the user's back, and adds the
+/// version's own `constraints` (dependencies its metadata leaves too open).
+fn write_constraints(cx: &Context, except: &str, own: &[String], work: &Path) -> std::io::Result<PathBuf> {
+    let mut lines = own.to_vec();
     for r in cx.set.recipes.values() {
         let Some(d) = &r.dist else { continue };
         if normalize(d) == normalize(except) {

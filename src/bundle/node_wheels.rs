@@ -146,6 +146,13 @@ pub fn resolve(
     let (mut requirements, mut constraints, mut carried) = (Vec::new(), Vec::new(), BTreeSet::new());
     for c in &lock.components {
         let dist = dist_of(&c.name);
+        // What the recipe knows this version's metadata leaves too open.
+        if let Some(e) = set
+            .get(&c.name)
+            .and_then(|r| r.version_entry(&c.public_version().parse().ok()?))
+        {
+            constraints.extend(e.constraints.iter().cloned());
+        }
         if c.source == NOT_BY_KILN {
             constraints.push(format!("{dist}=={}", public(&c.version)));
         } else if let Some(sha) = c.source.strip_prefix("wheel:") {

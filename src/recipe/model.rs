@@ -250,6 +250,11 @@ pub struct VersionEntry {
     /// `torch.version.cuda`), when the recipe knows it before installing; a driver too old for
     /// it blocks the step at plan time.
     pub runtime_cuda: Option<semver::Version>,
+    /// `constraints`: PEP 508 requirements on this version's runtime dependencies that its own
+    /// metadata leaves too open (an unpinned dependency whose newer releases break it), applied
+    /// wherever they are resolved: the install's constraints and `bundle --for`'s wheelhouse.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<String>,
 }
 
 impl VersionEntry {
@@ -264,6 +269,7 @@ impl VersionEntry {
             prepare: None,
             imports: None,
             runtime_cuda: None,
+            constraints: Vec::new(),
         }
     }
 }

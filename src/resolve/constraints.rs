@@ -29,10 +29,14 @@ pub fn collect<'a>(ev: &Evidence<'a>, scope: &'a [(String, Vec<String>)]) -> BTr
     let mut out: BTreeMap<&str, Vec<Constraint>> = BTreeMap::new();
     for (name, feats) in scope {
         let Some(r) = ev.set.get(name) else { continue };
-        if !ev.asked.contains(name) && super::owners::provider(r, ev.python).is_none() {
+        let installed = super::owners::provider(r, ev.python);
+        if !ev.asked.contains(name) && installed.is_none() {
             continue;
         }
-        for d in r.depends_with(feats) {
+        // The pins of the version that is there (a version's own pins replace the recipe's and
+        // its features' of the same name), as the solver takes them.
+        let version = installed.and_then(|f| Version::from_str(f.dist.version.split('+').next()?).ok());
+        for d in r.depends_of(version.as_ref(), feats) {
             if let (Some(text), Some(spec)) = (&d.version, &d.spec) {
                 out.entry(d.name.as_str()).or_default().push(Constraint {
                     from: &r.name,

@@ -2,6 +2,7 @@
 
 mod build;
 mod bundle;
+mod bundle_for;
 mod check;
 mod common;
 mod companion;

@@ -28,6 +28,7 @@ static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|
             "prepare",
             "imports",
             "runtime_cuda",
+            "constraints",
         ][..],
         source::KEYS,
     ]
@@ -141,6 +142,17 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
                 None
             }
         });
+    let mut constraints = Vec::new();
+    for c in cx.strings(t, "constraints", "versions").unwrap_or_default() {
+        match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(c.value) {
+            Ok(_) => constraints.push(c.value.to_string()),
+            Err(e) => cx.error(
+                c.span,
+                format!("`{}` is not a requirement: {e}", c.value),
+                "write it as pip's constraints file does, e.g. `kernels>=0.12,<0.13`",
+            ),
+        }
+    }
     if let Some(version) = parsed {
         out.versions.push(VersionEntry {
             version,
@@ -151,6 +163,7 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
             prepare,
             imports,
             runtime_cuda,
+            constraints,
         });
     }
 }
