@@ -120,22 +120,29 @@ pub enum NodeWheelsError {
     Download(CommandFailed),
 }
 
-/// What the node needs: `facts` is its interpreter, `cache` kiln's cache (the planned prebuilt
-/// wheels are in `sources/<sha256>/`), `work` a scratch directory for uv's files.
+/// How the resolution runs here: kiln's uv, kiln's cache (the planned prebuilt wheels are in
+/// `sources/<sha256>/`), a scratch directory for uv's files, offline or not, and the log.
+pub struct Run<'a> {
+    pub uv: &'a Path,
+    pub cache: &'a Path,
+    pub work: &'a Path,
+    pub offline: bool,
+    pub log: &'a Path,
+}
+
+/// What the node needs: `facts` is its interpreter.
 pub fn resolve(
-    uv: &Path,
+    run: &Run,
     lock: &Lock,
     set: &RecipeSet,
     facts: &PythonFacts,
     target: &NodeTarget,
-    (cache, work): (&Path, &Path),
-    offline: bool,
-    log: &Path,
 ) -> Result<Wanted, NodeWheelsError> {
     let io = |dir: &Path| {
         let dir = dir.to_path_buf();
         move |source| NodeWheelsError::Io { dir, source }
     };
+    let (uv, cache, work, offline, log) = (run.uv, run.cache, run.work, run.offline, run.log);
     std::fs::create_dir_all(work).map_err(io(work))?;
     let dist_of = |name: &str| {
         set.get(name)
@@ -186,7 +193,11 @@ pub fn resolve(
             }
         }
     }
-    for c in lock.components.iter().filter(|c| ["sha256:", "git:"].iter().any(|k| c.source.starts_with(k))) {
+    for c in lock
+        .components
+        .iter()
+        .filter(|c| ["sha256:", "git:"].iter().any(|k| c.source.starts_with(k)))
+    {
         if let Some(r) = set.get(&c.name)
             && !r.build.requires.is_empty()
         {
@@ -231,13 +242,31 @@ fn compile(
     let prefer: BTreeMap<&str, String> = facts
         .dists
         .values()
-        .map(|d| (d.name.as_str(), d.version.split('+').next().unwrap_or(&d.version).to_string()))
+        .map(|d| {
+            (
+                d.name.as_str(),
+                d.version.split('+').next().unwrap_or(&d.version).to_string(),
+            )
+        })
         .collect();
     let prefer: String = prefer.iter().map(|(n, v)| format!("{n}=={v}\n")).collect();
     std::fs::write(&output, prefer).map_err(io)?;
     let mut c = crate::build::install::uv_cmd(uv)
-        .args(["pip", "compile", "--quiet", "--no-header", "--no-annotate", "--only-binary", ":all:"])
-        .args(["--python-version", target.python.as_str(), "--python-platform", target.triple.as_str()])
+        .args([
+            "pip",
+            "compile",
+            "--quiet",
+            "--no-header",
+            "--no-annotate",
+            "--only-binary",
+            ":all:",
+        ])
+        .args([
+            "--python-version",
+            target.python.as_str(),
+            "--python-platform",
+            target.triple.as_str(),
+        ])
         .arg("--constraint")
         .arg(cons.display().to_string())
         .arg("--output-file")
@@ -351,7 +380,10 @@ mod tests {
         let t = NodeTarget::of("3.12.3", &tags).unwrap();
         assert_eq!(t.implementation, "cp");
         assert_eq!(t.abis, ["cp312", "abi3", "none"]);
-        assert_eq!(t.platforms, ["manylinux_2_35_x86_64", "manylinux_2_17_x86_64", "linux_x86_64"]);
+        assert_eq!(
+            t.platforms,
+            ["manylinux_2_35_x86_64", "manylinux_2_17_x86_64", "linux_x86_64"]
+        );
         assert_eq!(t.triple, "x86_64-manylinux_2_35");
         assert_eq!(t.minor(), "3.12");
         assert_eq!(

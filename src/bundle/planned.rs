@@ -50,7 +50,12 @@ pub fn lock(
             continue;
         };
         let mut wheel_url = None;
-        let source = match step.prebuilt.as_ref().filter(|d| d.install).and_then(|d| d.wheel.as_ref()) {
+        let source = match step
+            .prebuilt
+            .as_ref()
+            .filter(|d| d.install)
+            .and_then(|d| d.wheel.as_ref())
+        {
             Some(w) => {
                 wheel_url = Some(w.url.clone());
                 format!("{}:{}", lock::WHEEL, w.sha256)
@@ -110,7 +115,13 @@ pub fn lock(
 /// (checked against its sha256), each git source's mirror, and the declared build inputs of
 /// what it builds (recorded in the lock's `inputs`, as a build records them). Returns each
 /// that could not be had, with why.
-pub fn fetch_sources(lock: &mut Lock, set: &RecipeSet, cache: &Path, offline: bool, log: &Path) -> Result<(), Vec<String>> {
+pub fn fetch_sources(
+    lock: &mut Lock,
+    set: &RecipeSet,
+    cache: &Path,
+    offline: bool,
+    log: &Path,
+) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     for c in &mut lock.components {
         let Some(r) = set.get(&c.name) else { continue };
@@ -138,7 +149,9 @@ pub fn fetch_sources(lock: &mut Lock, set: &RecipeSet, cache: &Path, offline: bo
         if !built || declared.is_empty() {
             continue;
         }
-        let work = cache.join("work").join(format!("bundle-inputs-{}-{}", c.name, std::process::id()));
+        let work = cache
+            .join("work")
+            .join(format!("bundle-inputs-{}-{}", c.name, std::process::id()));
         match inputs::fetch(&declared, &work, cache, offline, log, &mut |_, _| {}) {
             Ok(fetched) => c.inputs = fetched.into_iter().map(|f| (f.name, f.identity)).collect(),
             Err(e) => problems.push(format!("{what}: its build inputs: {e}")),

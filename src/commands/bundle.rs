@@ -161,19 +161,35 @@ pub fn run_for(settings: &Settings, node: &Path, targets: &[String], output: &Pa
     if !missing.is_empty() {
         return Err(bad("kiln's cache lacks what the node installs from", missing));
     }
-    let tags = facts.wheel_tags().map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
+    let tags = facts
+        .wheel_tags()
+        .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
     let target = node_wheels::NodeTarget::of(&s.facts.python.version, &tags)
         .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
     let uv = crate::build::install::UV
         .ensure(cache, settings.offline)
         .map_err(|e| Failure::User(format!("cannot resolve for the node without uv: {e}")))?;
     let work = cache.join("work").join(format!("bundle-for-{}", std::process::id()));
-    let wanted = node_wheels::resolve(&uv, &lock, &s.set, &s.facts, &target, (cache, &work), settings.offline, &log);
+    let run = node_wheels::Run {
+        uv: &uv,
+        cache,
+        work: &work,
+        offline: settings.offline,
+        log: &log,
+    };
+    let wanted = node_wheels::resolve(&run, &lock, &s.set, &s.facts, &target);
     let _ = std::fs::remove_dir_all(&work);
     let wanted = wanted.map_err(|e| Failure::User(format!("{e}\n  log: {}", log.display())))?;
     let (here, _) = crate::probe::python::choose(settings.python.as_deref()).map_err(Failure::User)?;
-    let files = node_wheels::fetch(&here, &wanted, &target, &crate::cache_dir::wheelhouse(cache), settings.offline, &log)
-        .map_err(|e| Failure::User(format!("{e}\n  log: {}", log.display())))?;
+    let files = node_wheels::fetch(
+        &here,
+        &wanted,
+        &target,
+        &crate::cache_dir::wheelhouse(cache),
+        settings.offline,
+        &log,
+    )
+    .map_err(|e| Failure::User(format!("{e}\n  log: {}", log.display())))?;
     contents.entries.extend(files.iter().map(|f| format!("wheelhouse/{f}")));
     let text = crate::lock::render(&lock);
     finish(settings, output, &text, &contents, &wanted, split, Some(&facts.host))

@@ -177,6 +177,7 @@ mod tests {
             component: "demo",
             path: "jit/demo.py",
             text,
+            serve: false,
         }
     }
 

@@ -110,7 +110,11 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
         .cwd(scratch)
         // One script may prove several components (`serve/engine.py`): this says which.
         .env("KILN_COMPONENT", script.component);
-    let timeout = if script.serve { timeout.max(SERVE_LIMIT) } else { timeout };
+    let timeout = if script.serve {
+        timeout.max(SERVE_LIMIT)
+    } else {
+        timeout
+    };
     match cmd.capture(b"", timeout) {
         Err(e) => fail(format!("cannot run {}: {e}", python.display())),
         Ok(out) if out.success && script.serve => match served(&out.stdout) {
@@ -145,7 +149,8 @@ fn served(stdout: &str) -> Result<Served, String> {
         .rev()
         .find_map(|l| l.strip_prefix(SERVED_PREFIX))
         .ok_or_else(|| format!("exited 0 but printed no `{}` line", SERVED_PREFIX.trim()))?;
-    let s: Served = serde_json::from_str(line).map_err(|e| format!("its `{}` line is not one: {e}", SERVED_PREFIX.trim()))?;
+    let s: Served =
+        serde_json::from_str(line).map_err(|e| format!("its `{}` line is not one: {e}", SERVED_PREFIX.trim()))?;
     match s.runs.iter().find(|r| r.tokens == 0) {
         _ if s.runs.is_empty() => Err("it served no model".into()),
         Some(r) => Err(format!("{} generated no tokens", r.model)),
@@ -169,7 +174,15 @@ mod tests {
         assert_eq!(s.runs[0].tokens, 64);
         assert_eq!(s.runs[0].backends["attention"], "fa3");
         assert_eq!(served(&line(0)).unwrap_err(), "dense generated no tokens");
-        assert!(served("all fine\n").unwrap_err().contains("printed no `kiln-serve:` line"));
-        assert!(served(&format!("{SERVED_PREFIX}{{}}")).unwrap_err().contains("is not one"));
+        assert!(
+            served("all fine\n")
+                .unwrap_err()
+                .contains("printed no `kiln-serve:` line")
+        );
+        assert!(
+            served(&format!("{SERVED_PREFIX}{{}}"))
+                .unwrap_err()
+                .contains("is not one")
+        );
     }
 }

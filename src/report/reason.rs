@@ -274,10 +274,7 @@ pub fn text(r: &Reason) -> String {
             seconds,
             served,
         } => served_text(script, archs, *seconds, served),
-        ServeFailed { script, error } => format!(
-            "serving proof {script} failed: {}",
-            error.as_deref().unwrap_or("?")
-        ),
+        ServeFailed { script, error } => format!("serving proof {script} failed: {}", error.as_deref().unwrap_or("?")),
         ServeNotRun { script } => {
             format!("serving proof {script} not run: no GPU of a target arch here (not proven, not failed)")
         }
@@ -487,7 +484,11 @@ fn served_text(script: &str, archs: &[crate::arch::Arch], seconds: f64, s: &crat
         "serving proof {script}: {} served on {}{} — {} ({seconds:.1} s)",
         s.engine,
         join(archs, ", "),
-        if s.gpu.is_empty() { String::new() } else { format!(" ({})", s.gpu) },
+        if s.gpu.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", s.gpu)
+        },
         runs.join("; ")
     )
 }

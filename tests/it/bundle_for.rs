@@ -26,19 +26,12 @@ fn python312() -> PathBuf {
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("3.12.")))
         .map(|p| p.join("bin/python3.12"))
         .find(|p| p.is_file());
-    found.unwrap_or_else(|| panic!("this test needs a Python 3.12 under {}/versions (pyenv install 3.12)", root.display()))
-}
-
-fn venv_of(python: &Path, dir: &Path) -> PathBuf {
-    let out = std::process::Command::new(uv())
-        .args(["venv", "--quiet", "--no-config", "--python"])
-        .arg(python)
-        .arg(dir)
-        .env("UV_PYTHON_DOWNLOADS", "never")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    dir.join("bin/python")
+    found.unwrap_or_else(|| {
+        panic!(
+            "this test needs a Python 3.12 under {}/versions (pyenv install 3.12)",
+            root.display()
+        )
+    })
 }
 
 #[test]
@@ -70,7 +63,10 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
         .output()
         .unwrap();
     let doc = stdout_json(&out);
-    assert_eq!(doc["node"]["python"]["python"]["version"].as_str().unwrap()[..4], *"3.12");
+    assert_eq!(
+        doc["node"]["python"]["python"]["version"].as_str().unwrap()[..4],
+        *"3.12"
+    );
     let facts = w.dir.path().join("node.json");
     std::fs::write(&facts, serde_json::to_vec(&doc).unwrap()).unwrap();
 
@@ -91,11 +87,16 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
     assert!(doc["planned_for"].is_string(), "{doc}");
     let entries = bundle_entries(&doc);
     assert!(
-        entries.iter().any(|e| e.starts_with("wheelhouse/markupsafe-") && e.contains("-cp312-")),
+        entries
+            .iter()
+            .any(|e| e.starts_with("wheelhouse/markupsafe-") && e.contains("-cp312-")),
         "MarkupSafe for the node's Python 3.12, not this host's: {entries:?}"
     );
     assert!(!entries.iter().any(|e| e.contains("-cp311-")), "{entries:?}");
-    assert!(entries.contains(&format!("sources/{JINJA_SHA}").as_str()), "{entries:?}");
+    assert!(
+        entries.contains(&format!("sources/{JINJA_SHA}").as_str()),
+        "{entries:?}"
+    );
 
     // There, with every index and proxy closed: installed from the bundle alone, proven, locked.
     let there = tempfile::tempdir().unwrap();
@@ -110,7 +111,12 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
     ] {
         c.env(k, v);
     }
-    let out = c.current_dir(there.path()).args(["install", "--bundle"]).arg(&bundle).output().unwrap();
+    let out = c
+        .current_dir(there.path())
+        .args(["install", "--bundle"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("proven here: wrote kiln.lock"), "{stdout}");
@@ -118,7 +124,10 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
     assert!(!lock.contains("planned_for"), "{lock}");
     assert!(lock.contains(&format!("source = \"wheel:{JINJA_SHA}\"")), "{lock}");
     let ran = std::process::Command::new(&node_py)
-        .args(["-c", "import jinja2, markupsafe; print(jinja2.__version__, markupsafe.__version__)"])
+        .args([
+            "-c",
+            "import jinja2, markupsafe; print(jinja2.__version__, markupsafe.__version__)",
+        ])
         .output()
         .unwrap();
     assert!(ran.status.success(), "{}", text(&ran.stderr));

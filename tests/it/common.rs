@@ -86,9 +86,15 @@ pub fn give_uv(cache: &Path) {
 /// A fresh virtualenv at `dir` of the `python3` on PATH, made with uv (a tenth of `python3 -m
 /// venv`'s time, which runs ensurepip), with the pinned [`SEED`] packages from the wheelhouse.
 pub fn venv(dir: &Path) -> PathBuf {
+    venv_of(Path::new("python3"), dir)
+}
+
+/// [`venv`] of another interpreter.
+pub fn venv_of(python: &Path, dir: &Path) -> PathBuf {
     run_ok(
         StdCommand::new(uv())
-            .args(["venv", "--quiet", "--no-config", "--python", "python3"])
+            .args(["venv", "--quiet", "--no-config", "--python"])
+            .arg(python)
             .arg(dir)
             .env("UV_PYTHON_DOWNLOADS", "never"),
     );

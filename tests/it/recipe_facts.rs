@@ -369,7 +369,7 @@ fn an_older_version_that_inherits_the_newer_ones_build_facts_is_caught() {
     ] {
         std::fs::copy(root.join(f), dir.path().join(f)).unwrap();
     }
-    for d in ["jit", "aot", "smoke"] {
+    for d in ["jit", "aot", "smoke", "serve"] {
         crate::common::copy_dir(&root.join(d), &dir.path().join(d));
     }
     let vllm = std::fs::read_to_string(root.join("vllm.toml")).unwrap();
