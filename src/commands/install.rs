@@ -237,7 +237,7 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
         };
         report::install::json(doc, Some(&check));
     } else if !settings.quiet || failed {
-        report::install::lock_compared(path, compared, &differences);
+        report::install::lock_compared(path, compared, &differences, lock.environment.planned_for.is_some());
     }
     if failed {
         return Err(Failure::Reported);

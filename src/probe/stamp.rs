@@ -4,7 +4,7 @@
 //! Three kinds:
 //! - the **listing** (interpreter and distributions): the interpreter binary, the site
 //!   directories (a distribution installed or removed changes them), every `.pth` file in them
-//!   and every distribution's dist-info directory (kiln writing `kiln.json` changes it);
+//!   and every distribution's dist-info directory and `kiln.json` (rewritten in place or not);
 //! - a **component** (its imports): the interpreter, `LD_LIBRARY_PATH` and `LD_PRELOAD`, the
 //!   `.pth` files no distribution owns (they run at every start-up), the dist-info directory of
 //!   each distribution of the component and of the components it depends on and of each
@@ -110,11 +110,17 @@ impl Infos {
                 .dists
                 .iter()
                 .map(|(name, d)| {
+                    let of = |p: &Path| match std::fs::metadata(p) {
+                        Ok(m) => format!("{} {}", m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size()),
+                        Err(_) => "-".to_string(),
+                    };
+                    // kiln.json too: a record rewritten in place leaves the directory's time as it was.
                     let stat = match &d.dist_info {
-                        Some(info) => match std::fs::metadata(info) {
-                            Ok(m) => format!("{info} {} {}", m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.size()),
-                            Err(_) => format!("{info} -"),
-                        },
+                        Some(info) => format!(
+                            "{info} {} {}",
+                            of(Path::new(info)),
+                            of(&Path::new(info).join("kiln.json"))
+                        ),
                         None => "no dist-info".to_string(),
                     };
                     (name.clone(), stat)

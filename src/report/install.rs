@@ -308,12 +308,17 @@ pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure], undo: Option<&cr
 
 /// The environment against the lock, after `install --locked`: notes on stdout, differences
 /// that fail the reproduction on stderr.
-pub fn lock_compared(path: &Path, locked: usize, differences: &[Difference]) {
+pub fn lock_compared(path: &Path, locked: usize, differences: &[Difference], planned: bool) {
     let failures: Vec<_> = differences.iter().filter(|d| !d.note_only).collect();
     for d in differences.iter().filter(|d| d.note_only) {
         println!("note: {d} (a rebuild is not bit-for-bit identical)");
     }
-    if failures.is_empty() {
+    if failures.is_empty() && planned {
+        println!(
+            "installed as planned: {locked} component{} match the plan's versions and sources",
+            if locked == 1 { "" } else { "s" }
+        );
+    } else if failures.is_empty() {
         println!(
             "reproduced {}: {locked} component{} match it",
             path.display(),

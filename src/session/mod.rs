@@ -209,12 +209,19 @@ impl Session {
 
     /// What keeps an install of `plan` from ending ok, by this session's verdicts (`doctor`'s,
     /// on a session opened after it): every component in scope that is not `ok`, except an
-    /// `outdated` one the plan showed it keeps as it is (its step said why).
+    /// `outdated` one the plan showed it keeps as it is or installs at that very version (a
+    /// pin the user gave: its step said why); outdated is older than the recipe prefers, not
+    /// broken.
     pub fn not_ok_after(&self, plan: &resolve::Plan) -> Vec<&Assessment> {
         let kept = |name: &str| {
-            plan.steps
-                .iter()
-                .any(|s| s.name == name && s.action == resolve::plan::Action::Keep)
+            let installed = self
+                .installed(name)
+                .map(|d| d.version.split('+').next().unwrap_or(&d.version));
+            plan.steps.iter().any(|s| {
+                s.name == name
+                    && (s.action == resolve::plan::Action::Keep
+                        || (s.action.changes() && s.version.as_deref().is_some() && s.version.as_deref() == installed))
+            })
         };
         self.assessments
             .iter()

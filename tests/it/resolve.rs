@@ -229,7 +229,7 @@ fn an_allowed_torch_upgrade_rebuilds_exactly_its_abi_dependents() {
     let kiln = |args: &[&str]| w.kiln_with(&r).args(args).output().unwrap();
     // Start from torch 2.11.0 (a stand-in distribution `kiln-torch`, built from source here).
     let out = kiln(&["install", "--json", "torch==2.11.0", "ext-a", "ext-b", "pure", "other"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(done(&out).len(), 5);
     // Not named, torch is adopted: nothing changes even though 2.14.1 exists.
     let v = stdout_json(&kiln(&["plan", "--json", "ext-a", "ext-b", "pure", "other"]));
