@@ -26,7 +26,7 @@ use std::str::FromStr;
 
 use pep440_rs::Version;
 
-use super::wheelhouse::Wanted;
+use super::wheelhouse::{FetchError, Wanted};
 use crate::lock::{Lock, NOT_BY_KILN};
 use crate::probe::python::{PythonFacts, normalize};
 use crate::process::{Cmd, CommandFailed};
@@ -116,8 +116,6 @@ pub enum NodeWheelsError {
     },
     #[error("cannot resolve the runtime dependencies for the node: {0}")]
     Resolve(CommandFailed),
-    #[error("cannot fetch wheels for the node: {0}")]
-    Download(CommandFailed),
 }
 
 /// How the resolution runs here: kiln's uv, kiln's cache (the planned prebuilt wheels are in
@@ -291,8 +289,7 @@ fn compile(
 }
 
 /// `pip download --no-deps` of each pinned wheel for the node's tags into `wheelhouse`
-/// (through a staging directory: a failed fetch leaves nothing half-written there). Returns
-/// the wheel files' names.
+/// (staged: a failed fetch leaves nothing half-written there). Returns the wheel files' names.
 pub fn fetch(
     python: &Path,
     wanted: &Wanted,
@@ -300,43 +297,21 @@ pub fn fetch(
     wheelhouse: &Path,
     offline: bool,
     log: &Path,
-) -> Result<Vec<String>, NodeWheelsError> {
-    let io = |dir: &Path| {
-        let dir = dir.to_path_buf();
-        move |source| NodeWheelsError::Io { dir, source }
-    };
-    let staging = wheelhouse.with_file_name(format!("wheelhouse.part-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(io(&staging))?;
-    std::fs::create_dir_all(wheelhouse).map_err(io(wheelhouse))?;
-    let result = (|| {
-        let all: Vec<String> = wanted
-            .pinned
-            .iter()
-            .chain(wanted.build_requires.iter().flat_map(|(_, r)| r))
-            .cloned()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+) -> Result<Vec<String>, FetchError> {
+    let all: Vec<String> = wanted
+        .pinned
+        .iter()
+        .chain(wanted.build_requires.iter().flat_map(|(_, r)| r))
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    super::wheelhouse::staged(wheelhouse, |staging| {
         if !all.is_empty() {
-            download(python, &all, target, &staging, wheelhouse, offline)
-                .run_logged(log)
-                .map_err(NodeWheelsError::Download)?;
+            download(python, &all, target, staging, wheelhouse, offline).run_logged(log)?;
         }
-        let mut names = Vec::new();
-        for e in std::fs::read_dir(&staging).map_err(io(&staging))?.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let dest = wheelhouse.join(&name);
-            if !dest.exists() {
-                std::fs::rename(e.path(), &dest).map_err(io(wheelhouse))?;
-            }
-            names.push(name);
-        }
-        names.sort();
-        Ok(names)
-    })();
-    let _ = std::fs::remove_dir_all(&staging);
-    result
+        Ok(())
+    })
 }
 
 fn download(python: &Path, reqs: &[String], t: &NodeTarget, dest: &Path, wheelhouse: &Path, offline: bool) -> Cmd {

@@ -182,6 +182,28 @@ pub fn fetch(
     offline: bool,
     log: &Path,
 ) -> Result<Vec<String>, FetchError> {
+    staged(wheelhouse, |staging| {
+        let mut sets: Vec<(bool, &[String])> = Vec::new();
+        if !wanted.pinned.is_empty() {
+            sets.push((false, &wanted.pinned));
+        }
+        for (_, reqs) in &wanted.build_requires {
+            sets.push((true, reqs));
+        }
+        for (deps, reqs) in sets {
+            download(python, reqs, deps, staging, wheelhouse, offline).run_logged(log)?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `fill` on a fresh staging directory beside `wheelhouse`, then moves what it fetched
+/// into `wheelhouse` (a failed fetch leaves nothing half-written there); returns the wheels'
+/// file names, sorted.
+pub fn staged(
+    wheelhouse: &Path,
+    fill: impl FnOnce(&Path) -> Result<(), FetchError>,
+) -> Result<Vec<String>, FetchError> {
     let io = |dir: &Path| {
         let dir = dir.to_path_buf();
         move |source| FetchError::Io { dir, source }
@@ -191,16 +213,7 @@ pub fn fetch(
     std::fs::create_dir_all(&staging).map_err(io(&staging))?;
     std::fs::create_dir_all(wheelhouse).map_err(io(wheelhouse))?;
     let result = (|| {
-        let mut sets: Vec<(bool, &[String])> = Vec::new();
-        if !wanted.pinned.is_empty() {
-            sets.push((false, &wanted.pinned));
-        }
-        for (_, reqs) in &wanted.build_requires {
-            sets.push((true, reqs));
-        }
-        for (deps, reqs) in sets {
-            download(python, reqs, deps, &staging, wheelhouse, offline).run_logged(log)?;
-        }
+        fill(&staging)?;
         let mut names = Vec::new();
         for e in std::fs::read_dir(&staging).map_err(io(&staging))?.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
