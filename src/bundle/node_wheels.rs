@@ -328,12 +328,7 @@ fn download(python: &Path, reqs: &[String], t: &NodeTarget, dest: &Path, wheelho
         c = c.arg("--platform").arg(p.as_str());
     }
     c = c.arg("--dest").arg(dest.display().to_string());
-    if offline {
-        c = c
-            .args(["--no-index", "--find-links"])
-            .arg(wheelhouse.display().to_string());
-    }
-    c.args(reqs.iter().cloned())
+    super::wheelhouse::offline_from(c, wheelhouse, offline).args(reqs.iter().cloned())
 }
 
 #[cfg(test)]

@@ -245,12 +245,17 @@ fn download(python: &Path, reqs: &[String], deps: bool, dest: &Path, wheelhouse:
     if !deps {
         c = c.arg("--no-deps");
     }
+    offline_from(c, wheelhouse, offline).args(reqs.iter().cloned())
+}
+
+/// A `pip download` that, offline, takes wheels from `wheelhouse` alone.
+pub(super) fn offline_from(c: Cmd, wheelhouse: &Path, offline: bool) -> Cmd {
     if offline {
-        c = c
-            .args(["--no-index", "--find-links"])
-            .arg(wheelhouse.display().to_string());
+        c.args(["--no-index", "--find-links"])
+            .arg(wheelhouse.display().to_string())
+    } else {
+        c
     }
-    c.args(reqs.iter().cloned())
 }
 
 #[cfg(test)]
