@@ -19,8 +19,8 @@ pub enum PartsError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{} is missing: the bundle has {of} parts and each is needed", .0.display(), of = .1)]
-    Missing(PathBuf, usize),
+    #[error("{} {} missing: the bundle has {of} parts and each is needed ({have} are here; bring the others and run this again)", names(.0), if .0.len() == 1 { "is" } else { "are" }, of = .1, have = .1 - .0.len())]
+    Missing(Vec<PathBuf>, usize),
     #[error("cannot join the parts of {} into {}: {source}", first.display(), into.display())]
     Join {
         first: PathBuf,
@@ -111,16 +111,22 @@ pub fn of(given: &Path) -> Result<Vec<PathBuf>, PartsError> {
             None => return Ok(vec![given.to_path_buf()]),
         },
     };
-    (1..=n)
-        .map(|k| {
-            let p = part_name(&whole, k, n);
-            if p.is_file() {
-                Ok(p)
-            } else {
-                Err(PartsError::Missing(p, n))
-            }
-        })
-        .collect()
+    let all: Vec<PathBuf> = (1..=n).map(|k| part_name(&whole, k, n)).collect();
+    // Every missing part at once: a transfer of many parts resumes with exactly those.
+    let missing: Vec<PathBuf> = all.iter().filter(|p| !p.is_file()).cloned().collect();
+    if missing.is_empty() {
+        Ok(all)
+    } else {
+        Err(PartsError::Missing(missing, n))
+    }
+}
+
+fn names(parts: &[PathBuf]) -> String {
+    parts
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `n` when `NAME.1-of-N` (zero-padded) lies beside `whole`.
@@ -182,9 +188,12 @@ mod tests {
         assert_eq!(std::fs::read(&joined).unwrap(), bytes);
 
         std::fs::remove_file(&parts[6]).unwrap();
+        std::fs::remove_file(&parts[8]).unwrap();
         let err = of(&parts[0]).unwrap_err().to_string();
         assert!(
-            err.contains("stack.tar.07-of-11 is missing: the bundle has 11 parts"),
+            err.contains("stack.tar.07-of-11, ")
+                && err.contains("stack.tar.09-of-11 are missing: the bundle has 11 parts")
+                && err.contains("(9 are here"),
             "{err}"
         );
 
