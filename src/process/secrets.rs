@@ -4,6 +4,13 @@
 //! of a step log, the command's own output on its way into the log (a build that prints its
 //! environment), captured output and the command line in errors, events and reports.
 //!
+//! Credentials inside URLs (`https://user:token@host/…`, `redis://:pass@host`, in recipe git
+//! URLs, index URLs, proxies, compile-cache backends) are masked by [`mask_urls`] wherever
+//! anything is masked, and by the writers that hold no command (events, lock holders, lock
+//! files, reports): the user part stays, the password (or a lone token) becomes [`MASK`].
+//! [`split_url`] takes them out of a URL for a program that is given them some other way (git
+//! through `GIT_ASKPASS`, so a mirror's config never holds them).
+//!
 //! A value shorter than [`SHORTEST`] is masked in `# K=V` lines but not inside other text,
 //! where it would mask ordinary words (`AWS_REGION=1`). It deliberately ignores secrets under
 //! other names and secrets a program derives or fetches itself.
@@ -49,7 +56,7 @@ impl Secrets {
         Secrets { values }
     }
 
-    /// `text` with every secret value masked.
+    /// `text` with every secret value and every credential inside a URL masked.
     pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut out = Cow::Borrowed(text);
         for v in &self.values {
@@ -57,7 +64,10 @@ impl Secrets {
                 out = Cow::Owned(out.replace(v.as_str(), MASK));
             }
         }
-        out
+        match out {
+            Cow::Borrowed(t) => mask_urls(t),
+            Cow::Owned(t) => Cow::Owned(mask_urls(&t).into_owned()),
+        }
     }
 
     /// The `# K=V` line a log shows for one variable of a command's environment.
@@ -90,6 +100,99 @@ impl Secrets {
     }
 }
 
+/// Where the authority of a URL ends (its path, query or fragment, or the text around it).
+fn authority_end(b: u8) -> bool {
+    matches!(b, b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>' | b'`' | b'\\') || b.is_ascii_whitespace()
+}
+
+/// The byte range of the userinfo (what precedes `@`) of each `scheme://userinfo@host` in `text`.
+fn userinfos(text: &str) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("://") {
+        let start = from + i + 3;
+        let end = b[start..]
+            .iter()
+            .position(|c| authority_end(*c))
+            .map_or(b.len(), |n| start + n);
+        if let Some(at) = text[start..end].rfind('@') {
+            found.push((start, start + at));
+        }
+        from = end.max(start);
+    }
+    found
+}
+
+/// `text` with the credential of every URL in it masked: `https://user:****@host/…`,
+/// `https://****@host/…` for a lone token, `redis://:****@host`.
+pub fn mask_urls(text: &str) -> Cow<'_, str> {
+    let spans = userinfos(text);
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, at) in spans {
+        let info = &text[start..at];
+        out.push_str(&text[last..start]);
+        if let Some((user, _)) = info.split_once(':') {
+            out.push_str(user);
+            out.push(':');
+        }
+        out.push_str(MASK);
+        last = at;
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
+/// A credential taken out of a URL, percent-decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub user: String,
+    pub password: String,
+}
+
+/// `url` without its userinfo, and the credential it held (`None` when it held none).
+pub fn split_url(url: &str) -> (String, Option<Credential>) {
+    let Some(&(start, at)) = userinfos(url).first() else {
+        return (url.to_string(), None);
+    };
+    let info = &url[start..at];
+    let (user, password) = info.split_once(':').unwrap_or((info, ""));
+    let plain = format!("{}{}", &url[..start], &url[at + 1..]);
+    let credential = Credential {
+        user: percent_decode(user),
+        password: percent_decode(password),
+    };
+    (plain, Some(credential))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +223,44 @@ mod tests {
         );
         assert_eq!(s.env_line("AWS_REGION", "us"), "# AWS_REGION=****");
         assert_eq!(s.env_line("PATH", "/usr/bin"), "# PATH=/usr/bin");
+    }
+
+    #[test]
+    fn credentials_inside_urls_are_masked_and_split_off() {
+        let cases = [
+            (
+                "git https://user:tok3n@host/x.git @ v1",
+                "git https://user:****@host/x.git @ v1",
+            ),
+            ("https://ghp_abc@github.com/o/r", "https://****@github.com/o/r"),
+            ("redis://:pa55@10.0.0.1:6379/0", "redis://:****@10.0.0.1:6379/0"),
+            (
+                "# UV_INDEX_URL=https://u:p%40ss@idx/simple",
+                "# UV_INDEX_URL=https://u:****@idx/simple",
+            ),
+            (
+                "{\"d\":\"http://a:b@p:3128\",\"e\":\"https://c:d@q\"}",
+                "{\"d\":\"http://a:****@p:3128\",\"e\":\"https://c:****@q\"}",
+            ),
+            (
+                "git@github.com:o/r.git https://host/a@b",
+                "git@github.com:o/r.git https://host/a@b",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(mask_urls(text), want, "{text}");
+            assert_eq!(Secrets::default().mask(text), want, "{text}");
+        }
+        let (plain, c) = split_url("https://user:p%40ss@host/x.git");
+        assert_eq!(plain, "https://host/x.git");
+        assert_eq!(
+            c,
+            Some(Credential {
+                user: "user".into(),
+                password: "p@ss".into()
+            })
+        );
+        assert_eq!(split_url("https://host/x.git"), ("https://host/x.git".into(), None));
     }
 
     #[test]

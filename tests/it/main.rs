@@ -30,6 +30,7 @@ mod probe_cache;
 mod recipe_facts;
 mod recipes;
 mod resolve;
+mod secrets;
 mod sglang;
 mod smoke;
 mod sources;
