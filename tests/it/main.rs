@@ -10,6 +10,7 @@ mod compile_cache;
 mod compile_fit;
 mod crash;
 mod download;
+mod download_bounds;
 mod driver;
 mod fatbin;
 mod flashinfer;

@@ -162,7 +162,10 @@ fn git_for(url: &str, cache: &Path) -> Result<(Cmd, String), SourceError> {
                 .and_then(|()| std::fs::rename(&tmp, &script))
                 .map_err(io(format!("cannot write {}", script.display())))?;
         }
+        // No credential helper of the user's keeps it either (`credential.helper=` empties
+        // the list, git-config(1)).
         cmd = cmd
+            .args(["-c", "credential.helper="])
             .env("GIT_ASKPASS", script.display().to_string())
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("KILN_GIT_USER_SECRET", c.user)
