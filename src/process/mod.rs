@@ -11,6 +11,7 @@
 //!
 //! It deliberately ignores what the programs mean; callers turn failures into their own errors.
 
+mod capped;
 pub mod group;
 mod log;
 pub mod secrets;

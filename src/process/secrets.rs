@@ -17,7 +17,9 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
+
+use super::capped;
 use std::sync::mpsc;
 
 /// What a masked value becomes.
@@ -80,20 +82,25 @@ impl Secrets {
     }
 
     /// A pipe for a command's output: each line read from it is masked and appended to
-    /// `log`. Returns the end to hand to the command, and a receiver that says when the
+    /// `log`, within the limits of [`capped`]. Returns the end to hand to the command, and a receiver that says when the
     /// output has ended.
-    pub fn into_log(self, mut log: File) -> std::io::Result<(std::io::PipeWriter, mpsc::Receiver<()>)> {
+    pub fn into_log(self, log: File) -> std::io::Result<(std::io::PipeWriter, mpsc::Receiver<()>)> {
         let (reader, writer) = std::io::pipe()?;
         let (done, ended) = mpsc::channel();
         std::thread::spawn(move || {
-            let mut lines = BufReader::new(reader);
-            let mut line = Vec::new();
-            while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-                let text = String::from_utf8_lossy(&line);
-                let masked = self.mask(&text);
-                let _ = log.write_all(masked.as_bytes());
-                line.clear();
-            }
+            let limits = capped::Limits::default();
+            let mut capped = capped::Capped::new(log, limits);
+            capped::lines(BufReader::new(reader), limits.line, |kept, cut| {
+                let text = String::from_utf8_lossy(kept);
+                let line = if cut > 0 {
+                    let (keep, note) = capped::cut_line(&text, cut);
+                    self.mask(&keep).into_owned() + &note
+                } else {
+                    self.mask(&text).into_owned()
+                };
+                capped.push(line);
+            });
+            capped.finish();
             let _ = done.send(());
         });
         Ok((writer, ended))

@@ -22,6 +22,7 @@ mod layers;
 mod lock;
 mod lock_archs;
 mod lock_stack;
+mod log_bounds;
 mod names;
 mod need;
 mod overhead;
