@@ -122,6 +122,17 @@ fn credentials_in_urls_reach_no_file_no_output_and_no_mirror_config() {
     // A password in --compile-cache: the backend does not answer, but kiln held its locks.
     let backend = format!("redis://:{REDIS_PW}@127.0.0.1:9/0");
     run(&["install", "--compile-cache", &backend, "fixture-pure"]);
+    // A failure names the URL (no such tag): masked there too.
+    w.use_source("fixture-pure", &format!("git = \"{url}\"\nrev = \"v9.9.9\""));
+    let fresh = crate::common::venv(&w.dir.path().join("venv2"));
+    let out = w.kiln_for(&fresh).args(["install", "fixture-pure"]).output().unwrap();
+    outputs.push_str(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1), "{outputs}");
+    assert!(
+        outputs.contains("kiln:****@127.0.0.1"),
+        "the failure names the URL, masked: {outputs}"
+    );
+    w.use_source("fixture-pure", &format!("git = \"{url}\"\nrev = \"v1.0.0\""));
     let bundle = w.dir.path().join("pure.tar");
     let out = w
         .kiln()
