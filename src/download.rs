@@ -5,8 +5,8 @@
 //!
 //! Every transfer is bounded (issue 23 F11, F12): an overall deadline over all its attempts
 //! ([`Policy::deadline`], 30 min by default plus one second per MiB the server announces;
-//! `KILN_DOWNLOAD_DEADLINE` in seconds), and a size cap ([`Policy::max_bytes`]: the expected
-//! size where the caller knows it, else 32 GiB; `KILN_DOWNLOAD_MAX_BYTES`). A partial file is
+//! `KILN_DOWNLOAD_DEADLINE` in seconds), and a size cap ([`Policy::max_bytes`]: 32 GiB, or
+//! `KILN_DOWNLOAD_MAX_BYTES`; no caller knows a file's size before the server announces it). A partial file is
 //! resumed only when the server answers the `Range` with a 206 starting where the file ends;
 //! any other answer (200, 416, a 206 from elsewhere) discards it, as does a transfer over the cap.
 //!
@@ -38,7 +38,8 @@ pub struct Policy {
     /// The whole transfer, every attempt and wait included, ends within this, plus one second
     /// for each MiB the server announces ([`Policy::allowed`]).
     pub deadline: Duration,
-    /// A transfer of more bytes than this is refused and its partial file removed.
+    /// A transfer of more bytes than this (announced or sent) is refused and its partial file
+    /// removed.
     pub max_bytes: u64,
 }
 
@@ -79,14 +80,6 @@ impl Policy {
             p.max_bytes = bytes;
         }
         Ok(p)
-    }
-
-    /// The policy for a file of a known size: no more bytes than that.
-    pub fn expecting(mut self, size: Option<u64>) -> Policy {
-        if let Some(n) = size {
-            self.max_bytes = self.max_bytes.min(n);
-        }
-        self
     }
 
     /// The time the whole transfer may take once the server announced `total` bytes.

@@ -38,3 +38,24 @@ fn progress_counts_every_byte_up_to_the_total_the_server_gave() {
     assert_eq!(seen.last(), Some(&(300_000, Some(300_000))));
     assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "never goes back");
 }
+
+#[test]
+fn a_length_over_the_cap_is_refused_before_a_byte_is_kept_and_the_deadline_grows_with_it() {
+    let url = serve_once(vec![b'z'; 5000]);
+    let dir = tempfile::tempdir().unwrap();
+    let part = dir.path().join("file.part");
+    std::fs::write(&part, b"").unwrap();
+    let policy = Policy {
+        max_bytes: 4096,
+        ..Policy::default()
+    };
+    let e = fetch(&url, &part, &policy, &mut |_, _| {}).unwrap_err();
+    assert!(matches!(e, DownloadError::TooLarge { limit: 4096, .. }), "{e}");
+    assert!(!part.exists(), "the partial file is removed");
+    let p = Policy {
+        deadline: Duration::from_secs(10),
+        ..Policy::default()
+    };
+    assert_eq!(p.allowed(None), Duration::from_secs(10));
+    assert_eq!(p.allowed(Some(3 << 30)), Duration::from_secs(10 + 3072));
+}
