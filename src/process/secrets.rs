@@ -5,9 +5,11 @@
 //! environment), captured output and the command line in errors, events and reports.
 //!
 //! Credentials inside URLs (`https://user:token@host/…`, `redis://:pass@host`, in recipe git
-//! URLs, index URLs, proxies, compile-cache backends) are masked by [`mask_urls`] wherever
-//! anything is masked, and by the writers that hold no command (events, lock holders, lock
-//! files, reports): the user part stays, the password (or a lone token) becomes [`MASK`].
+//! URLs, index URLs, proxies, compile-cache backends) are masked by [`mask_urls`] wherever kiln
+//! writes: step logs, command lines in errors, and the writers that hold no command (events,
+//! lock holders, lock files, reports): the user part stays, the password (or a lone token)
+//! becomes [`MASK`]. A command's output handed back to kiln as data keeps its URLs
+//! ([`Secrets::mask_values`]).
 //! [`split_url`] takes them out of a URL for a program that is given them some other way (git
 //! through `GIT_ASKPASS`, so a mirror's config never holds them).
 //!
@@ -58,15 +60,21 @@ impl Secrets {
         Secrets { values }
     }
 
-    /// `text` with every secret value and every credential inside a URL masked.
-    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
+    /// `text` with every secret value masked, URLs left whole: what a command answers, handed
+    /// back to kiln as data (a submodule's URL is used as it is; what kiln writes of it is masked).
+    pub fn mask_values<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut out = Cow::Borrowed(text);
         for v in &self.values {
             if out.contains(v.as_str()) {
                 out = Cow::Owned(out.replace(v.as_str(), MASK));
             }
         }
-        match out {
+        out
+    }
+
+    /// `text` with every secret value and every credential inside a URL masked: what is written.
+    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        match self.mask_values(text) {
             Cow::Borrowed(t) => mask_urls(t),
             Cow::Owned(t) => Cow::Owned(mask_urls(&t).into_owned()),
         }
@@ -258,6 +266,8 @@ mod tests {
             assert_eq!(mask_urls(text), want, "{text}");
             assert_eq!(Secrets::default().mask(text), want, "{text}");
         }
+        // Data handed back to kiln keeps its URLs (a submodule's is cloned as it is).
+        assert_eq!(Secrets::default().mask_values("https://u:pw@h/x"), "https://u:pw@h/x");
         let (plain, c) = split_url("https://user:p%40ss@host/x.git");
         assert_eq!(plain, "https://host/x.git");
         assert_eq!(
