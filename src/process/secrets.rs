@@ -162,6 +162,23 @@ pub fn mask_urls(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` with the credential of every URL in it taken out (`https://host/…`): a file that
+/// travels (a mirror's git config in a bundle) and must still name the repository.
+pub fn strip_urls(text: &str) -> Cow<'_, str> {
+    let spans = userinfos(text);
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, at) in spans {
+        out.push_str(&text[last..start]);
+        last = at + 1;
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
 /// A credential taken out of a URL, percent-decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credential {
@@ -278,6 +295,10 @@ mod tests {
             })
         );
         assert_eq!(split_url("https://host/x.git"), ("https://host/x.git".into(), None));
+        assert_eq!(
+            strip_urls("[remote \"origin\"]\n\turl = https://u:pw@h/x.git\n"),
+            "[remote \"origin\"]\n\turl = https://h/x.git\n"
+        );
     }
 
     #[test]

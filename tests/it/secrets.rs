@@ -122,17 +122,13 @@ fn credentials_in_urls_reach_no_file_no_output_and_no_mirror_config() {
     // A password in --compile-cache: the backend does not answer, but kiln held its locks.
     let backend = format!("redis://:{REDIS_PW}@127.0.0.1:9/0");
     run(&["install", "--compile-cache", &backend, "fixture-pure"]);
-    // A failure names the URL (no such tag): masked there too.
-    w.use_source("fixture-pure", &format!("git = \"{url}\"\nrev = \"v9.9.9\""));
-    let fresh = crate::common::venv(&w.dir.path().join("venv2"));
-    let out = w.kiln_for(&fresh).args(["install", "fixture-pure"]).output().unwrap();
-    outputs.push_str(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
-    assert_eq!(out.status.code(), Some(1), "{outputs}");
-    assert!(
-        outputs.contains("kiln:****@127.0.0.1"),
-        "the failure names the URL, masked: {outputs}"
-    );
-    w.use_source("fixture-pure", &format!("git = \"{url}\"\nrev = \"v1.0.0\""));
+    // A mirror an older kiln wrote names its URL with the credential: a bundle carries it
+    // without, and the next fetch rewrites it.
+    let mirrors: Vec<_> = std::fs::read_dir(w.cache.join("git")).unwrap().flatten().collect();
+    assert!(!mirrors.is_empty());
+    for m in &mirrors {
+        sh(&m.path(), &["git", "config", "remote.origin.url", &url]);
+    }
     let bundle = w.dir.path().join("pure.tar");
     let out = w
         .kiln()
@@ -144,9 +140,25 @@ fn credentials_in_urls_reach_no_file_no_output_and_no_mirror_config() {
         .unwrap();
     outputs.push_str(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
     assert!(out.status.success(), "{outputs}");
+    let packed = std::fs::read(&bundle).unwrap();
+    let plain = format!("url = http://127.0.0.1:{port}/pure.git");
+    assert!(
+        packed.windows(plain.len()).any(|x| x == plain.as_bytes()),
+        "the bundle carries the mirror's config without the credential"
+    );
 
-    let mirrors: Vec<_> = std::fs::read_dir(w.cache.join("git")).unwrap().flatten().collect();
-    assert!(!mirrors.is_empty());
+    // A failure names the URL (no such tag): masked there too.
+    w.use_source("fixture-pure", &format!("git = \"{url}\"\nrev = \"v9.9.9\""));
+    let fresh = crate::common::venv(&w.dir.path().join("venv2"));
+    let out = w.kiln_for(&fresh).args(["install", "fixture-pure"]).output().unwrap();
+    outputs.push_str(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1), "{outputs}");
+    assert!(
+        outputs.contains("kiln:****@127.0.0.1"),
+        "the failure names the URL, masked: {outputs}"
+    );
+    w.use_source("fixture-pure", &format!("git = \"{url}\"\nrev = \"v1.0.0\""));
+
     for secret in [TOKEN, INDEX_PW, PROXY_PW, REDIS_PW] {
         assert!(!outputs.contains(secret), "{secret} in kiln's output: {outputs}");
         let mut found = Vec::new();
