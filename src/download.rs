@@ -3,6 +3,13 @@
 //! ureq), a connect timeout and a stall limit per read, retries with backoff on network errors
 //! and 5xx/429 answers, and resumption of a partial file with a `Range` request.
 //!
+//! Every transfer is bounded (issue 23 F11, F12): an overall deadline over all its attempts
+//! ([`Policy::deadline`], 30 min by default plus one second per MiB the server announces;
+//! `KILN_DOWNLOAD_DEADLINE` in seconds), and a size cap ([`Policy::max_bytes`]: 32 GiB, or
+//! `KILN_DOWNLOAD_MAX_BYTES`; no caller knows a file's size before the server announces it). A partial file is
+//! resumed only when the server answers the `Range` with a 206 starting where the file ends;
+//! any other answer (200, 416, a 206 from elsewhere) discards it, as does a transfer over the cap.
+//!
 //! It owns one file transfer into a `.part` file. It deliberately ignores what the bytes are:
 //! checksums, cache layout and unpacking belong to the caller, and progress is reported through
 //! a callback (this module never prints). The one exception is [`pinned`]: a program kiln
@@ -12,7 +19,7 @@ use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
@@ -28,7 +35,16 @@ pub struct Policy {
     pub connect_timeout: Duration,
     /// A read that waits longer than this for a byte is a stall (and is retried).
     pub stall: Duration,
+    /// The whole transfer, every attempt and wait included, ends within this, plus one second
+    /// for each MiB the server announces ([`Policy::allowed`]).
+    pub deadline: Duration,
+    /// A transfer of more bytes than this (announced or sent) is refused and its partial file
+    /// removed.
+    pub max_bytes: u64,
 }
+
+/// The deadline a transfer gets beyond its base: one second per this many announced bytes.
+const BYTES_PER_EXTRA_SECOND: u64 = 1 << 20;
 
 impl Default for Policy {
     fn default() -> Self {
@@ -37,7 +53,38 @@ impl Default for Policy {
             backoff: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(30),
             stall: Duration::from_secs(60),
+            deadline: Duration::from_secs(30 * 60),
+            max_bytes: 32 << 30,
         }
+    }
+}
+
+impl Policy {
+    /// The default policy with `KILN_DOWNLOAD_DEADLINE` (seconds) and `KILN_DOWNLOAD_MAX_BYTES`
+    /// applied; a value that is not a whole number is an error naming the variable.
+    pub fn from_env() -> Result<Policy, DownloadError> {
+        let mut p = Policy::default();
+        let var = |name: &'static str| -> Result<Option<u64>, DownloadError> {
+            match std::env::var(name) {
+                Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| DownloadError::Setting {
+                    var: name,
+                    value: v.clone(),
+                }),
+                Err(_) => Ok(None),
+            }
+        };
+        if let Some(secs) = var("KILN_DOWNLOAD_DEADLINE")? {
+            p.deadline = Duration::from_secs(secs);
+        }
+        if let Some(bytes) = var("KILN_DOWNLOAD_MAX_BYTES")? {
+            p.max_bytes = bytes;
+        }
+        Ok(p)
+    }
+
+    /// The time the whole transfer may take once the server announced `total` bytes.
+    pub fn allowed(&self, total: Option<u64>) -> Duration {
+        self.deadline + Duration::from_secs(total.unwrap_or(0) / BYTES_PER_EXTRA_SECOND)
     }
 }
 
@@ -55,6 +102,12 @@ pub enum DownloadError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{url}: the download did not end within its deadline of {} s ({done} bytes arrived)", allowed.as_secs())]
+    Deadline { url: String, allowed: Duration, done: u64 },
+    #[error("{url}: the server sends more than {limit} bytes, more than kiln takes; the partial file was removed")]
+    TooLarge { url: String, limit: u64 },
+    #[error("{var}={value:?} is not a whole number")]
+    Setting { var: &'static str, value: String },
     #[error("the CA bundle {path} named by {var} cannot be read: {detail}")]
     CaBundle {
         var: &'static str,
@@ -75,6 +128,13 @@ impl DownloadError {
                 "the file is not at that address: check the URL in the recipe, or put the file into \
                  the source cache by hand (kiln checks its sha256)",
             ),
+            DownloadError::Deadline { .. } => Some(
+                "the server sends too slowly: raise the deadline with KILN_DOWNLOAD_DEADLINE=SECONDS, or put the \
+                 file into the source cache by hand (kiln checks its sha256)",
+            ),
+            DownloadError::TooLarge { .. } => {
+                Some("check the URL; a file larger than 32 GiB needs KILN_DOWNLOAD_MAX_BYTES=BYTES")
+            }
             DownloadError::Failed { .. } => {
                 Some("check the network or HTTPS_PROXY/NO_PROXY; a partial download is kept and resumed next time")
             }
@@ -150,12 +210,22 @@ pub fn fetch(
     progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<(), DownloadError> {
     let agent = agent(policy)?;
+    let mut clock = Clock {
+        start: Instant::now(),
+        total: None,
+        policy,
+        url,
+    };
     let mut last = String::new();
     for attempt in 1..=policy.attempts.max(1) {
         if attempt > 1 {
-            std::thread::sleep(policy.backoff * 2u32.saturating_pow(attempt - 2));
+            let wait = policy.backoff * 2u32.saturating_pow(attempt - 2);
+            std::thread::sleep(wait.min(clock.left()));
         }
-        match try_once(&agent, url, part, progress) {
+        if clock.left().is_zero() {
+            return Err(clock.passed(std::fs::metadata(part).map_or(0, |m| m.len())));
+        }
+        match try_once(&agent, &mut clock, part, progress) {
             Attempt::Done => return Ok(()),
             Attempt::Fatal(e) => return Err(e),
             Attempt::Retry(why) => last = why,
@@ -166,6 +236,35 @@ pub fn fetch(
         detail: last,
         attempts: policy.attempts.max(1),
     })
+}
+
+/// The overall deadline of one transfer.
+struct Clock<'a> {
+    start: Instant,
+    /// The size the server announced, once it did.
+    total: Option<u64>,
+    policy: &'a Policy,
+    url: &'a str,
+}
+
+impl Clock<'_> {
+    fn left(&self) -> Duration {
+        self.policy.allowed(self.total).saturating_sub(self.start.elapsed())
+    }
+
+    fn passed(&self, done: u64) -> DownloadError {
+        DownloadError::Deadline {
+            url: self.url.into(),
+            allowed: self.policy.allowed(self.total),
+            done,
+        }
+    }
+}
+
+/// The first byte a 206 answer holds, from `Content-Range: bytes START-END/TOTAL`.
+fn range_start(response: &ureq::http::Response<ureq::Body>) -> Option<u64> {
+    let v = response.headers().get("content-range")?.to_str().ok()?;
+    v.trim().strip_prefix("bytes ")?.split('-').next()?.trim().parse().ok()
 }
 
 /// A certificate the roots do not vouch for will not change on retry; anything else may.
@@ -183,9 +282,27 @@ fn classify(url: &str, e: ureq::Error) -> Attempt {
     }
 }
 
-fn try_once(agent: &ureq::Agent, url: &str, part: &Path, progress: &mut dyn FnMut(u64, Option<u64>)) -> Attempt {
+fn try_once(
+    agent: &ureq::Agent,
+    clock: &mut Clock<'_>,
+    part: &Path,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Attempt {
+    let url = clock.url;
+    let max = clock.policy.max_bytes;
     let have = std::fs::metadata(part).map(|m| m.len()).unwrap_or(0);
-    let mut request = agent.get(url);
+    let discard = |why: String| {
+        let _ = std::fs::remove_file(part);
+        Attempt::Retry(why)
+    };
+    if have > max {
+        return discard(format!("the partial file holds {have} bytes, more than {max}"));
+    }
+    let mut request = agent
+        .get(url)
+        .config()
+        .timeout_recv_response(Some(clock.left()))
+        .build();
     if have > 0 {
         request = request.header("Range", format!("bytes={have}-"));
     }
@@ -195,10 +312,13 @@ fn try_once(agent: &ureq::Agent, url: &str, part: &Path, progress: &mut dyn FnMu
     };
     let status = response.status().as_u16();
     let resumed = match status {
-        206 => true,
+        206 if have > 0 && range_start(&response) == Some(have) => true,
+        // A range kiln did not ask for: what the partial file holds cannot be trusted.
+        206 => return discard(format!("the server answered a range other than bytes={have}-")),
         200 => false,
-        // The range starts at the end: the partial file is already whole.
-        416 if have > 0 => return Attempt::Done,
+        // The range starts at or past the end: the partial file is not a prefix of the file
+        // (or is all of it; the caller's checksum cannot tell which): start again.
+        416 if have > 0 => return discard("the server refused the range of the partial file".into()),
         429 | 500..=599 => return Attempt::Retry(format!("HTTP {status}")),
         _ => {
             return Attempt::Fatal(DownloadError::Status {
@@ -214,6 +334,19 @@ fn try_once(agent: &ureq::Agent, url: &str, part: &Path, progress: &mut dyn FnMu
         .and_then(|v| v.parse::<u64>().ok());
     let start = if resumed { have } else { 0 };
     let total = length.map(|l| l + start);
+    let too_large = || {
+        let _ = std::fs::remove_file(part);
+        Attempt::Fatal(DownloadError::TooLarge {
+            url: url.into(),
+            limit: max,
+        })
+    };
+    if total.is_some_and(|t| t > max) {
+        return too_large();
+    }
+    if total.is_some() {
+        clock.total = total;
+    }
     let write_err = |source| {
         Attempt::Fatal(DownloadError::Write {
             path: part.display().to_string(),
@@ -238,13 +371,22 @@ fn try_once(agent: &ureq::Agent, url: &str, part: &Path, progress: &mut dyn FnMu
         let n = match reader.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
+            Err(_) if clock.left().is_zero() => return Attempt::Fatal(clock.passed(done)),
             Err(e) => return Attempt::Retry(format!("connection lost after {done} bytes: {e}")),
         };
+        if done + n as u64 > max {
+            drop(file);
+            return too_large();
+        }
         if let Err(e) = file.write_all(&buf[..n]) {
             return write_err(e);
         }
         done += n as u64;
         progress(done, total);
+        // A byte at a time can keep every read within the stall limit: the deadline ends it.
+        if total != Some(done) && clock.left().is_zero() {
+            return Attempt::Fatal(clock.passed(done));
+        }
     }
     match total {
         Some(t) if done < t => Attempt::Retry(format!("connection closed after {done} of {t} bytes")),
@@ -253,43 +395,4 @@ fn try_once(agent: &ureq::Agent, url: &str, part: &Path, progress: &mut dyn FnMu
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::{BufRead, BufReader};
-    use std::net::TcpListener;
-
-    /// A one-request HTTP server on loopback answering `body`.
-    fn serve_once(body: Vec<u8>) -> String {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(&body);
-        });
-        format!("http://127.0.0.1:{port}/file")
-    }
-
-    #[test]
-    fn progress_counts_every_byte_up_to_the_total_the_server_gave() {
-        let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-        let url = serve_once(body.clone());
-        let dir = tempfile::tempdir().unwrap();
-        let part = dir.path().join("file.part");
-        let mut seen: Vec<(u64, Option<u64>)> = Vec::new();
-        fetch(&url, &part, &Policy::default(), &mut |d, t| seen.push((d, t))).unwrap();
-        assert_eq!(std::fs::read(&part).unwrap(), body);
-        assert_eq!(seen.first(), Some(&(0, Some(300_000))));
-        assert_eq!(seen.last(), Some(&(300_000, Some(300_000))));
-        assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "never goes back");
-    }
-}
+mod tests;

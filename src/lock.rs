@@ -262,7 +262,8 @@ pub fn render(lock: &Lock) -> String {
     } else {
         HEADER
     };
-    format!("{header}{body}")
+    // A URL the lock names (`wheel_url`) never carries its credential into the file.
+    format!("{header}{}", crate::process::secrets::mask_urls(&body))
 }
 
 /// Writes the lockfile whole or not at all (a temporary file renamed over it).

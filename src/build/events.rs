@@ -83,7 +83,7 @@ impl EventLog {
 
     fn append(&self, e: &Event) {
         if let (Ok(line), Ok(mut f)) = (serde_json::to_string(e), self.file.lock()) {
-            let _ = writeln!(f, "{line}");
+            let _ = writeln!(f, "{}", crate::process::secrets::mask_urls(&line));
         }
     }
 }

@@ -157,7 +157,7 @@ pub fn take(path: &Path, what: &str, wait: bool, waiting: impl FnOnce(&Holder)) 
     }
     let me = Holder {
         pid: std::process::id(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: crate::process::secrets::mask_urls(&std::env::args().collect::<Vec<_>>().join(" ")).into_owned(),
         since: now(),
     };
     let text = serde_json::to_vec(&me).unwrap_or_default();

@@ -261,12 +261,12 @@ pub fn cached_download(
             std::fs::copy(&p, &partial).map_err(io(format!("cannot copy {}", p.display())))?;
         }
         None => {
-            crate::download::fetch(url, &partial, &crate::download::Policy::default(), progress).map_err(|e| {
-                SourceError::Download {
-                    url: url.into(),
-                    detail: download_detail(&e),
-                }
-            })?;
+            let failed = |e: crate::download::DownloadError| SourceError::Download {
+                url: url.into(),
+                detail: download_detail(&e),
+            };
+            let policy = crate::download::Policy::from_env().map_err(failed)?;
+            crate::download::fetch(url, &partial, &policy, progress).map_err(failed)?;
         }
     }
     let got = sha256_file(&partial)?;

@@ -353,7 +353,7 @@ fn build_key(r: &Recipe, step: &Step, inputs: &[super::inputs::FetchedInput]) ->
 fn describe(s: &Source) -> String {
     match s {
         Source::Sdist { url, .. } => url.rsplit('/').next().unwrap_or(url).to_string(),
-        Source::Git { url, rev, .. } => format!("{url} @ {rev}"),
+        Source::Git { url, rev, .. } => format!("{} @ {rev}", crate::process::secrets::mask_urls(url)),
         Source::Path { path } => path.display().to_string(),
         Source::Wheel { requirement, .. } => requirement.clone(),
     }

@@ -79,10 +79,7 @@ impl Backend {
     /// The backend as it may be shown: a Redis password is hidden.
     pub fn shown(&self) -> String {
         match self {
-            Backend::Redis(url) => match (url.split_once("://"), url.rfind('@')) {
-                (Some((scheme, _)), Some(at)) => format!("{scheme}://***@{}", &url[at + 1..]),
-                _ => url.clone(),
-            },
+            Backend::Redis(url) => crate::process::secrets::mask_urls(url).into_owned(),
             Backend::Dir(d) => d.display().to_string(),
         }
     }
@@ -234,7 +231,7 @@ mod tests {
         assert!(e.contains("not s3://"), "{e}");
         assert!(Backend::parse("").is_err());
         let secret = Backend::Redis("redis://u:hunter2@cache:6379".into());
-        assert_eq!(secret.shown(), "redis://***@cache:6379");
+        assert_eq!(secret.shown(), "redis://u:****@cache:6379");
     }
 
     #[test]

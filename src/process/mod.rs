@@ -11,6 +11,7 @@
 //!
 //! It deliberately ignores what the programs mean; callers turn failures into their own errors.
 
+mod capped;
 pub mod group;
 mod log;
 pub mod secrets;
@@ -265,7 +266,7 @@ impl Cmd {
             .map_err(|e| not_run(format!("could not start `{}`: {e}", self.program)))?;
         let stall = self.stall.map(|d| (d, log));
         let (exit, out) = wait(&handle, self.limit, stall, self.restoring, self.usage.as_deref());
-        let stdout = out.map(|o| secrets.mask(&String::from_utf8_lossy(&o.stdout)).into_owned());
+        let stdout = out.map(|o| secrets.mask_values(&String::from_utf8_lossy(&o.stdout)).into_owned());
         // Its output is in the log once the pipe is drained (a daemon it left holding the
         // pipe is not waited for).
         drop((handle, e));
@@ -288,7 +289,7 @@ impl Cmd {
             .start()?;
         let (status, out) = wait(&handle, Some(timeout), None, self.restoring, None);
         let secrets = secrets::Secrets::of(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let text = |b: &[u8]| secrets.mask(&String::from_utf8_lossy(b)).into_owned();
+        let text = |b: &[u8]| secrets.mask_values(&String::from_utf8_lossy(b)).into_owned();
         let timed_out = matches!(status, Exit::TimedOut(_));
         Ok(Captured {
             success: status.success(),

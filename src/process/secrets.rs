@@ -4,13 +4,24 @@
 //! of a step log, the command's own output on its way into the log (a build that prints its
 //! environment), captured output and the command line in errors, events and reports.
 //!
+//! Credentials inside URLs (`https://user:token@host/…`, `redis://:pass@host`, in recipe git
+//! URLs, index URLs, proxies, compile-cache backends) are masked by [`mask_urls`] wherever kiln
+//! writes: step logs, command lines in errors, and the writers that hold no command (events,
+//! lock holders, lock files, reports): the user part stays, the password (or a lone token)
+//! becomes [`MASK`]. A command's output handed back to kiln as data keeps its URLs
+//! ([`Secrets::mask_values`]).
+//! [`split_url`] takes them out of a URL for a program that is given them some other way (git
+//! through `GIT_ASKPASS`, so a mirror's config never holds them).
+//!
 //! A value shorter than [`SHORTEST`] is masked in `# K=V` lines but not inside other text,
 //! where it would mask ordinary words (`AWS_REGION=1`). It deliberately ignores secrets under
 //! other names and secrets a program derives or fetches itself.
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
+
+use super::capped;
 use std::sync::mpsc;
 
 /// What a masked value becomes.
@@ -49,8 +60,9 @@ impl Secrets {
         Secrets { values }
     }
 
-    /// `text` with every secret value masked.
-    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
+    /// `text` with every secret value masked, URLs left whole: what a command answers, handed
+    /// back to kiln as data (a submodule's URL is used as it is; what kiln writes of it is masked).
+    pub fn mask_values<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut out = Cow::Borrowed(text);
         for v in &self.values {
             if out.contains(v.as_str()) {
@@ -58,6 +70,14 @@ impl Secrets {
             }
         }
         out
+    }
+
+    /// `text` with every secret value and every credential inside a URL masked: what is written.
+    pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        match self.mask_values(text) {
+            Cow::Borrowed(t) => mask_urls(t),
+            Cow::Owned(t) => Cow::Owned(mask_urls(&t).into_owned()),
+        }
     }
 
     /// The `# K=V` line a log shows for one variable of a command's environment.
@@ -70,24 +90,139 @@ impl Secrets {
     }
 
     /// A pipe for a command's output: each line read from it is masked and appended to
-    /// `log`. Returns the end to hand to the command, and a receiver that says when the
+    /// `log`, within the limits of [`capped`]. Returns the end to hand to the command, and a receiver that says when the
     /// output has ended.
-    pub fn into_log(self, mut log: File) -> std::io::Result<(std::io::PipeWriter, mpsc::Receiver<()>)> {
+    pub fn into_log(self, log: File) -> std::io::Result<(std::io::PipeWriter, mpsc::Receiver<()>)> {
         let (reader, writer) = std::io::pipe()?;
         let (done, ended) = mpsc::channel();
         std::thread::spawn(move || {
-            let mut lines = BufReader::new(reader);
-            let mut line = Vec::new();
-            while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-                let text = String::from_utf8_lossy(&line);
-                let masked = self.mask(&text);
-                let _ = log.write_all(masked.as_bytes());
-                line.clear();
-            }
+            let limits = capped::Limits::default();
+            let mut capped = capped::Capped::new(log, limits);
+            capped::lines(BufReader::new(reader), limits.line, |kept, cut| {
+                let text = String::from_utf8_lossy(kept);
+                let line = if cut > 0 {
+                    let (keep, note) = capped::cut_line(&text, cut);
+                    self.mask(&keep).into_owned() + &note
+                } else {
+                    self.mask(&text).into_owned()
+                };
+                capped.push(line);
+            });
+            capped.finish();
             let _ = done.send(());
         });
         Ok((writer, ended))
     }
+}
+
+/// Where the authority of a URL ends (its path, query or fragment, or the text around it).
+fn authority_end(b: u8) -> bool {
+    matches!(b, b'/' | b'?' | b'#' | b'"' | b'\'' | b'<' | b'>' | b'`' | b'\\') || b.is_ascii_whitespace()
+}
+
+/// The byte range of the userinfo (what precedes `@`) of each `scheme://userinfo@host` in `text`.
+fn userinfos(text: &str) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("://") {
+        let start = from + i + 3;
+        let end = b[start..]
+            .iter()
+            .position(|c| authority_end(*c))
+            .map_or(b.len(), |n| start + n);
+        if let Some(at) = text[start..end].rfind('@') {
+            found.push((start, start + at));
+        }
+        from = end.max(start);
+    }
+    found
+}
+
+/// `text` with the credential of every URL in it masked: `https://user:****@host/…`,
+/// `https://****@host/…` for a lone token, `redis://:****@host`.
+pub fn mask_urls(text: &str) -> Cow<'_, str> {
+    let spans = userinfos(text);
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, at) in spans {
+        let info = &text[start..at];
+        out.push_str(&text[last..start]);
+        if let Some((user, _)) = info.split_once(':') {
+            out.push_str(user);
+            out.push(':');
+        }
+        out.push_str(MASK);
+        last = at;
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
+/// `text` with the credential of every URL in it taken out (`https://host/…`): a file that
+/// travels (a mirror's git config in a bundle) and must still name the repository.
+pub fn strip_urls(text: &str) -> Cow<'_, str> {
+    let spans = userinfos(text);
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, at) in spans {
+        out.push_str(&text[last..start]);
+        last = at + 1;
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
+/// A credential taken out of a URL, percent-decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub user: String,
+    pub password: String,
+}
+
+/// `url` without its userinfo, and the credential it held (`None` when it held none).
+pub fn split_url(url: &str) -> (String, Option<Credential>) {
+    let Some(&(start, at)) = userinfos(url).first() else {
+        return (url.to_string(), None);
+    };
+    let info = &url[start..at];
+    let (user, password) = info.split_once(':').unwrap_or((info, ""));
+    let plain = format!("{}{}", &url[..start], &url[at + 1..]);
+    let credential = Credential {
+        user: percent_decode(user),
+        password: percent_decode(password),
+    };
+    (plain, Some(credential))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -120,6 +255,50 @@ mod tests {
         );
         assert_eq!(s.env_line("AWS_REGION", "us"), "# AWS_REGION=****");
         assert_eq!(s.env_line("PATH", "/usr/bin"), "# PATH=/usr/bin");
+    }
+
+    #[test]
+    fn credentials_inside_urls_are_masked_and_split_off() {
+        let cases = [
+            (
+                "git https://user:tok3n@host/x.git @ v1",
+                "git https://user:****@host/x.git @ v1",
+            ),
+            ("https://ghp_abc@github.com/o/r", "https://****@github.com/o/r"),
+            ("redis://:pa55@10.0.0.1:6379/0", "redis://:****@10.0.0.1:6379/0"),
+            (
+                "# UV_INDEX_URL=https://u:p%40ss@idx/simple",
+                "# UV_INDEX_URL=https://u:****@idx/simple",
+            ),
+            (
+                "{\"d\":\"http://a:b@p:3128\",\"e\":\"https://c:d@q\"}",
+                "{\"d\":\"http://a:****@p:3128\",\"e\":\"https://c:****@q\"}",
+            ),
+            (
+                "git@github.com:o/r.git https://host/a@b",
+                "git@github.com:o/r.git https://host/a@b",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(mask_urls(text), want, "{text}");
+            assert_eq!(Secrets::default().mask(text), want, "{text}");
+        }
+        // Data handed back to kiln keeps its URLs (a submodule's is cloned as it is).
+        assert_eq!(Secrets::default().mask_values("https://u:pw@h/x"), "https://u:pw@h/x");
+        let (plain, c) = split_url("https://user:p%40ss@host/x.git");
+        assert_eq!(plain, "https://host/x.git");
+        assert_eq!(
+            c,
+            Some(Credential {
+                user: "user".into(),
+                password: "p@ss".into()
+            })
+        );
+        assert_eq!(split_url("https://host/x.git"), ("https://host/x.git".into(), None));
+        assert_eq!(
+            strip_urls("[remote \"origin\"]\n\turl = https://u:pw@h/x.git\n"),
+            "[remote \"origin\"]\n\turl = https://h/x.git\n"
+        );
     }
 
     #[test]

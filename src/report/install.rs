@@ -4,6 +4,7 @@
 //! `--json` document. It deliberately ignores progress while the build runs (that is
 //! [`super::progress`]).
 
+use crate::process::secrets::mask_urls;
 use std::path::Path;
 
 use serde::Serialize;
@@ -273,9 +274,9 @@ pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure], undo: Option<&cr
             eprintln!();
         }
         eprintln!("error: {} failed during {}", f.name, f.phase);
-        eprintln!("  {}", f.message);
+        eprintln!("  {}", mask_urls(&f.message.to_string()));
         if let Some(c) = &f.command {
-            eprintln!("  command: {}", c.command);
+            eprintln!("  command: {}", mask_urls(&c.command));
             eprintln!("  status:  {}", c.status);
             eprintln!("  log:     {}", c.log.display());
             if !c.causes.is_empty() {
@@ -301,7 +302,7 @@ pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure], undo: Option<&cr
             eprintln!("  wheel: {w}");
         }
         if let Some(h) = &f.hint {
-            eprintln!("\nhint: {h}");
+            eprintln!("\nhint: {}", mask_urls(&h.to_string()));
         }
     }
 }

@@ -24,6 +24,8 @@ pub mod verify;
 
 use serde::Serialize;
 
+use crate::process::secrets::mask_urls;
+
 use crate::recipe::Diagnostics;
 use crate::recipe::diag::Diagnostic;
 use crate::resolve::solve::Conflict;
@@ -31,7 +33,7 @@ use crate::resolve::solve::Conflict;
 /// Prints `v` as pretty JSON, fields in the order its type declares them.
 pub fn json<T: Serialize + ?Sized>(v: &T) {
     match serde_json::to_string_pretty(v) {
-        Ok(s) => println!("{s}"),
+        Ok(s) => println!("{}", mask_urls(&s)),
         Err(e) => error(&format!("cannot encode JSON: {e}")),
     }
 }
@@ -46,12 +48,12 @@ pub fn json_doc<T: Serialize + ?Sized>(v: &T) {
 }
 
 pub fn error(msg: &str) {
-    eprintln!("error: {msg}");
+    eprintln!("error: {}", mask_urls(msg));
 }
 
 /// Something the user should know that is not an error (a rollback of what a killed kiln left).
 pub fn note(msg: &str) {
-    eprintln!("note: {msg}");
+    eprintln!("note: {}", mask_urls(msg));
 }
 
 /// Problems in recipe files, each at its `file:line:col`.

@@ -2,6 +2,7 @@
 //! reason and build environment, then what the plan would do. `--json` prints the
 //! [`Plan`] itself. It deliberately ignores how the plan was made.
 
+use crate::process::secrets;
 use std::path::Path;
 
 use crate::resolve::Plan;
@@ -49,6 +50,11 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
             println!("       brings {} (not on PATH) from {file}", t.name);
         }
         for (k, v) in &st.env() {
+            let v = if secrets::is_secret(k) {
+                secrets::MASK.into()
+            } else {
+                secrets::mask_urls(v)
+            };
             println!("       {k}={v}");
         }
         if let Some((bytes, from)) = st
@@ -59,7 +65,7 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
             println!("       memory per job: {} ({from})", crate::build::memory::human(bytes));
         }
         for (k, v) in &st.runtime_env {
-            println!("       at run time: {k}={v}");
+            println!("       at run time: {k}={}", secrets::mask_urls(v));
         }
     }
     let changes = plan.changes();

@@ -8,6 +8,7 @@
 //! The estimate is the rate since the first unit the build reported, applied to the units left:
 //! builds whose units differ in cost (a few huge CUDA files among small ones) make it rough.
 
+use crate::process::secrets::mask_urls;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -118,16 +119,16 @@ impl Reporter for Progress {
         if self.fancy {
             self.with_bar(step, |bar| {
                 bar.set_style(Self::spinner_style());
-                bar.set_message(format!("{}: {detail}", phase.as_str()));
+                bar.set_message(format!("{}: {}", phase.as_str(), mask_urls(detail)));
             });
         } else {
-            eprintln!("kiln:   {}: {}: {detail}", step.name, phase.as_str());
+            eprintln!("kiln:   {}: {}: {}", step.name, phase.as_str(), mask_urls(detail));
         }
     }
 
     /// A warning is printed even under --quiet: it says the run was not what was asked.
     fn warning(&self, step: &Step, text: &str) {
-        let line = format!("warning: {}: {text}", step.name);
+        let line = format!("warning: {}: {}", step.name, mask_urls(text));
         if self.fancy {
             self.multi.suspend(|| eprintln!("{line}"));
         } else {

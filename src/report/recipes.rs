@@ -1,6 +1,7 @@
 //! `kiln recipes [NAME]`: the recipes in a table, or one recipe in full. `--json` prints the
 //! recipes as parsed. It deliberately ignores the recipe files' text.
 
+use crate::process::secrets::mask_urls;
 use serde::Serialize;
 
 use crate::recipe::{Recipe, RecipeSet, Source};
@@ -63,15 +64,21 @@ pub fn show(r: &Recipe) {
         println!("  accepts    {} installed", r.accepts_text());
     }
     match &r.source {
-        Some(Source::Sdist { url, sha256 }) => println!("  source     sdist {url}\n             sha256 {sha256}"),
+        Some(Source::Sdist { url, sha256 }) => {
+            println!("  source     sdist {}\n             sha256 {sha256}", mask_urls(url))
+        }
         Some(Source::Git { url, rev, subdir, .. }) => println!(
-            "  source     git {url} @ {rev}{}",
+            "  source     git {} @ {rev}{}",
+            mask_urls(url),
             subdir.as_deref().map(|s| format!(" ({s})")).unwrap_or_default()
         ),
         Some(Source::Path { path }) => println!("  source     path {}", path.display()),
         Some(Source::Wheel { requirement, index_url }) => println!(
             "  source     binary wheel {requirement}{}",
-            index_url.as_deref().map(|u| format!(" from {u}")).unwrap_or_default()
+            index_url
+                .as_deref()
+                .map(|u| format!(" from {}", mask_urls(u)))
+                .unwrap_or_default()
         ),
         None => println!("  source     none (detected on the machine)"),
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::{NotCached, SourceError, io};
-use crate::process::Cmd;
+use crate::process::{Cmd, secrets};
 
 /// Which submodules a checkout gets.
 #[derive(Debug, Clone, Copy)]
@@ -36,10 +36,11 @@ impl Which<'_> {
     }
 }
 
-/// Where the mirror of the git repository at `url` is kept.
+/// Where the mirror of the git repository at `url` is kept (named by the URL without its
+/// credential: another token for one repository is one mirror).
 pub fn mirror_dir(url: &str, cache: &Path) -> PathBuf {
     let mut h = Sha256::new();
-    h.update(url.as_bytes());
+    h.update(secrets::split_url(url).0.as_bytes());
     cache.join("git").join(&hex::encode(h.finalize())[..24])
 }
 
@@ -140,14 +141,55 @@ fn git_in(git_dir: &Path, args: &[&str]) -> Option<String> {
     out.success.then_some(out.stdout)
 }
 
+/// What git is asked for a credential through `GIT_ASKPASS`: the script answers from the
+/// environment kiln gives that one command, so the credential is in no file and no argument.
+const ASKPASS: &str = "#!/bin/sh\ncase \"$1\" in\n  Username*) printf '%s\\n' \"$KILN_GIT_USER_SECRET\" ;;\n  *) printf '%s\\n' \"$KILN_GIT_PASSWORD\" ;;\nesac\n";
+
+/// `git` for a command that reaches the remote of `url`: the credential the URL held (if any)
+/// is handed over through `GIT_ASKPASS` and variables masked in every log.
+fn git_for(url: &str, cache: &Path) -> Result<(Cmd, String), SourceError> {
+    let (plain, credential) = secrets::split_url(url);
+    let mut cmd = Cmd::new("git");
+    if let Some(c) = credential {
+        use std::os::unix::fs::PermissionsExt;
+        let script = cache.join("tools").join("git-askpass");
+        if std::fs::read_to_string(&script).ok().as_deref() != Some(ASKPASS) {
+            let dir = cache.join("tools");
+            std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+            let tmp = dir.join(format!("git-askpass.{}.tmp", std::process::id()));
+            std::fs::write(&tmp, ASKPASS)
+                .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)))
+                .and_then(|()| std::fs::rename(&tmp, &script))
+                .map_err(io(format!("cannot write {}", script.display())))?;
+        }
+        // No credential helper of the user's keeps it either (`credential.helper=` empties
+        // the list, git-config(1)).
+        cmd = cmd
+            .args(["-c", "credential.helper="])
+            .env("GIT_ASKPASS", script.display().to_string())
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("KILN_GIT_USER_SECRET", c.user)
+            .env("KILN_GIT_PASSWORD", c.password);
+    }
+    Ok((cmd, plain))
+}
+
 /// The cache's mirror of `url`: cloned the first time, fetched (tags that moved included) each
-/// time after, left as it is offline.
+/// time after, left as it is offline. The mirror's config names the URL without its credential
+/// (a mirror written before, with it, is rewritten).
 pub fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<PathBuf, SourceError> {
     let dir = mirror_dir(url, cache);
     if dir.join("HEAD").is_file() {
         if !offline {
-            Cmd::new("git")
-                .args(["fetch", "--quiet", "--prune", "--force", "origin"])
+            let (git, plain) = git_for(url, cache)?;
+            let config = std::fs::read_to_string(dir.join("config")).unwrap_or_default();
+            if secrets::mask_urls(&config) != config {
+                Cmd::new("git")
+                    .args(["config", "remote.origin.url", plain.as_str()])
+                    .cwd(&dir)
+                    .run_logged(log)?;
+            }
+            git.args(["fetch", "--quiet", "--prune", "--force", "origin"])
                 .cwd(&dir)
                 .run_logged(log)?;
         }
@@ -162,16 +204,16 @@ pub fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<
     std::fs::create_dir_all(parent).map_err(io(format!("cannot create {}", parent.display())))?;
     let partial = dir.with_extension("part");
     let _ = std::fs::remove_dir_all(&partial);
-    Cmd::new("git")
-        .args([
-            "clone",
-            "--quiet",
-            "--mirror",
-            "--",
-            url,
-            &partial.display().to_string(),
-        ])
-        .run_logged(log)?;
+    let (git, plain) = git_for(url, cache)?;
+    git.args([
+        "clone",
+        "--quiet",
+        "--mirror",
+        "--",
+        plain.as_str(),
+        &partial.display().to_string(),
+    ])
+    .run_logged(log)?;
     std::fs::rename(&partial, &dir).map_err(io("cannot move the mirror into the cache"))?;
     Ok(dir)
 }

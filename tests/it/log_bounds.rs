@@ -1,0 +1,49 @@
+//! Build output is bounded (issue 23 F10): a build that prints a 300 MB line and then 100 MB
+//! of lines leaves a step log of its first 64 MiB and last 16 MiB with what was left out said,
+//! and kiln's memory stays far below the size of the line.
+
+use std::path::PathBuf;
+
+use crate::common::{World, stdout_json, text};
+
+/// The largest resident set of any waited-for child of this process so far, in bytes.
+fn children_max_rss() -> u64 {
+    // SAFETY: getrusage only writes into the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    u.ru_maxrss as u64 * 1024
+}
+
+#[test]
+fn a_build_that_prints_without_end_leaves_a_log_of_head_and_tail_and_kiln_stays_small() {
+    let w = World::new();
+    let p = w.recipes.join("fixture-pure.toml");
+    let mut recipe = std::fs::read_to_string(&p).unwrap();
+    let script = "import sys; o = sys.stdout; o.write('first-line\\n'); \
+                  [o.write('x' * 1000000) for _ in range(300)]; o.write('\\n'); \
+                  line = 'y' * 99 + '\\n'; [o.write(line * 10000) for _ in range(100)]; \
+                  o.write('the-last-line-of-output\\n')";
+    recipe.push_str(&format!(
+        "\n[build]\nprepare = [[\"{{python}}\", \"-c\", \"{}\"]]\n",
+        script.replace('\\', "\\\\").replace('"', "\\\"")
+    ));
+    std::fs::write(&p, recipe).unwrap();
+    let out = w.kiln().args(["install", "--json", "fixture-pure"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rss = children_max_rss();
+    let logs = PathBuf::from(stdout_json(&out)["logs"].as_str().unwrap().to_string());
+    let log = std::fs::read_dir(&logs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| std::fs::read(p).is_ok_and(|b| b.windows(10).any(|w| w == b"first-line")))
+        .expect("a step log with the build's output");
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size < (64 + 16 + 4) << 20, "{}: {size} bytes", log.display());
+    let bytes = std::fs::read(&log).unwrap();
+    let has = |s: &str| bytes.windows(s.len()).any(|w| w == s.as_bytes());
+    assert!(has("bytes of this line left out]"), "the long line says it was cut");
+    assert!(has("bytes of output left out here"), "the log says what it left out");
+    assert!(has("the-last-line-of-output"), "the tail is kept");
+    assert!(rss < 200 << 20, "kiln (or a child) took {} MiB", rss >> 20);
+}
