@@ -174,6 +174,20 @@ impl World {
         (repo, commit)
     }
 
+    /// `kiln bundle --lock LOCK -o <world>/NAME`: the bundle's path and kiln's output.
+    pub fn bundle(&self, lock: &Path, name: &str) -> (PathBuf, std::process::Output) {
+        let bundle = self.dir.path().join(name);
+        let out = self
+            .kiln()
+            .args(["bundle", "--lock"])
+            .arg(lock)
+            .arg("-o")
+            .arg(&bundle)
+            .output()
+            .unwrap();
+        (bundle, out)
+    }
+
     /// kiln on the fixture recipes and another interpreter.
     pub fn kiln_for(&self, python: &Path) -> Command {
         self.kiln_on(&self.recipes, python, &self.cache)

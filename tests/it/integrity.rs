@@ -50,15 +50,7 @@ fn hostile_lock_values_are_refused_at_their_line_before_anything_runs() {
         assert!(err.contains("help:"), "{source}: {err}");
         assert!(!installed(&w, "kiln_fixture_pure"), "{source}");
 
-        let bundle = w.dir.path().join("out.tar");
-        let out = w
-            .kiln()
-            .args(["bundle", "--lock"])
-            .arg(&lock)
-            .arg("-o")
-            .arg(&bundle)
-            .output()
-            .unwrap();
+        let (bundle, out) = w.bundle(&lock, "out.tar");
         assert_eq!(out.status.code(), Some(1), "{source}: {}", text(&out.stderr));
         assert!(!bundle.exists(), "{source}: a bundle was written");
     }
@@ -240,15 +232,7 @@ fn a_bundle_holds_only_what_its_lock_names_and_its_wheels_are_the_locked_ones() 
     w.git_pure();
     w.install_ok("fixture-pure");
     let lockfile = w.lock("fixture-pure");
-    let bundle = w.dir.path().join("stack.tar");
-    let out = w
-        .kiln()
-        .args(["bundle", "--lock"])
-        .arg(&lockfile)
-        .arg("-o")
-        .arg(&bundle)
-        .output()
-        .unwrap();
+    let (bundle, out) = w.bundle(&lockfile, "stack.tar");
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     for (how, says) in [

@@ -65,15 +65,7 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
         .replacen("archs = [\"9.0\", \"12.0\"]", "archs = []", 1);
     let bare = w.dir.path().join("bare.lock");
     std::fs::write(&bare, &old).unwrap();
-    let bundle = w.dir.path().join("b.tar");
-    let out = w
-        .kiln()
-        .args(["bundle", "--lock"])
-        .arg(&bare)
-        .arg("-o")
-        .arg(&bundle)
-        .output()
-        .unwrap();
+    let (bundle, out) = w.bundle(&bare, "b.tar");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let node = venv(&w.dir.path().join("node"));
     let out = install_locked(
@@ -150,15 +142,7 @@ fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let written = std::fs::read_to_string(&lockfile).unwrap();
     assert!(written.contains("source = \"installed\""), "{written}");
-    let bundle = w.dir.path().join("b.tar");
-    let out = w
-        .kiln()
-        .args(["bundle", "--lock"])
-        .arg(&lockfile)
-        .arg("-o")
-        .arg(&bundle)
-        .output()
-        .unwrap();
+    let (bundle, out) = w.bundle(&lockfile, "b.tar");
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     let node = venv(&w.dir.path().join("node"));

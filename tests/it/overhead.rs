@@ -215,15 +215,7 @@ fn offline_builds_and_installs_go_through_uv_and_the_wheelhouse() {
     );
     w.install_ok("fixture-deps");
     let lockfile = w.lock("fixture-deps");
-    let bundle = w.dir.path().join("stack.tar");
-    let out = w
-        .kiln()
-        .args(["bundle", "--lock"])
-        .arg(&lockfile)
-        .arg("-o")
-        .arg(&bundle)
-        .output()
-        .unwrap();
+    let (bundle, out) = w.bundle(&lockfile, "stack.tar");
     assert!(out.status.success(), "{}", text(&out.stderr));
     // Without kiln's wheel, so that the node builds from the sdist.
     let without = w.dir.path().join("without-wheels.tar");

@@ -129,15 +129,7 @@ fn credentials_in_urls_reach_no_file_no_output_and_no_mirror_config() {
     for m in &mirrors {
         sh(&m.path(), &["git", "config", "remote.origin.url", &url]);
     }
-    let bundle = w.dir.path().join("pure.tar");
-    let out = w
-        .kiln()
-        .args(["bundle", "--lock"])
-        .arg(&lockfile)
-        .arg("-o")
-        .arg(&bundle)
-        .output()
-        .unwrap();
+    let (bundle, out) = w.bundle(&lockfile, "pure.tar");
     outputs.push_str(&format!("{}{}", text(&out.stdout), text(&out.stderr)));
     assert!(out.status.success(), "{outputs}");
     let packed = std::fs::read(&bundle).unwrap();
