@@ -8,30 +8,64 @@ use super::common::*;
 
 /// Jinja2 3.1.6, a real wheel from PyPI (https://pypi.org/project/Jinja2/3.1.6/), offered by
 /// a fixture recipe as its prebuilt wheel; it requires MarkupSafe, whose wheels are per Python
-/// version (cp311 here, cp312 on the node).
+/// version (this host's and the node's differ).
 const JINJA_URL: &str = "https://files.pythonhosted.org/packages/62/a1/3d680cbfd5f4b8f15abc1d571870c5fc3e594bb582bc3b64ea099db13e56/jinja2-3.1.6-py3-none-any.whl";
 const JINJA_SHA: &str = "85ece4451f492d0c13c5dd7c13a64681a86afae63a5f347908daf103ce6d2f67";
 
-/// pyenv's Python 3.12: the node's interpreter is another version than this host's python3.
-fn python312() -> PathBuf {
-    let root = std::env::var_os("PYENV_ROOT")
+/// This host's `python3` minor version (`11` for 3.11).
+fn host_minor() -> u32 {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.version_info[1])"])
+        .output()
+        .unwrap();
+    text(&out.stdout).trim().parse().unwrap()
+}
+
+/// Another CPython 3 than this host's `python3` (the node's interpreter), and its minor
+/// version: pyenv's, else one uv finds on PATH, else one uv brings (`uv python install`).
+fn another_python() -> (PathBuf, u32) {
+    let host = host_minor();
+    let pyenv = std::env::var_os("PYENV_ROOT")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")))
-        .expect("HOME or PYENV_ROOT");
-    let found = std::fs::read_dir(root.join("versions"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("3.12.")))
-        .map(|p| p.join("bin/python3.12"))
-        .find(|p| p.is_file());
-    found.unwrap_or_else(|| {
-        panic!(
-            "this test needs a Python 3.12 under {}/versions (pyenv install 3.12)",
-            root.display()
-        )
-    })
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".pyenv")));
+    for minor in [12, 13, 11, 10].into_iter().filter(|m| *m != host) {
+        let found = pyenv
+            .iter()
+            .flat_map(|root| std::fs::read_dir(root.join("versions")).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("3.{minor}.")))
+            })
+            .map(|p| p.join(format!("bin/python3.{minor}")))
+            .find(|p| p.is_file());
+        if let Some(p) = found {
+            return (p, minor);
+        }
+    }
+    let find = |args: &[&str]| {
+        let out = std::process::Command::new(uv()).args(args).output().ok()?;
+        let path = text(&out.stdout).trim().to_string();
+        (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+    };
+    for minor in [12, 13, 11, 10].into_iter().filter(|m| *m != host) {
+        let v = format!("3.{minor}");
+        if let Some(p) = find(&["python", "find", "--no-config", "--system", &v]) {
+            return (p, minor);
+        }
+    }
+    let v = if host == 12 { "3.13" } else { "3.12" };
+    let brought = std::process::Command::new(uv())
+        .args(["python", "install", "--no-config", v])
+        .output()
+        .unwrap();
+    assert!(
+        brought.status.success(),
+        "this test needs a CPython 3 other than python3 3.{host} (pyenv, PATH, or `uv python install {v}`): {}",
+        text(&brought.stderr)
+    );
+    let p = find(&["python", "find", "--no-config", v]).expect("the Python uv just installed");
+    (p, v[2..].parse().unwrap())
 }
 
 #[test]
@@ -52,9 +86,11 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
         "import jinja2\nprint(jinja2.Template('{{ 6 * 7 }}').render())\n",
     );
 
-    // The node: a Python 3.12 venv with a 9.0 GPU and a 580 driver (the overrides stand in for
+    // The node: a venv of another Python than this host's, with a 9.0 GPU and a 580 driver (the overrides stand in for
     // nvidia-smi there); its facts as its `doctor --json` writes them.
-    let node_py = venv_of(&python312(), &w.dir.path().join("node"));
+    let (python, minor) = another_python();
+    let node_py = venv_of(&python, &w.dir.path().join("node"));
+    let (node_tag, host_tag) = (format!("-cp3{minor}-"), format!("-cp3{}-", host_minor()));
     let out = w
         .kiln_for(&node_py)
         .env("KILN_GPU_ARCH", "9.0")
@@ -63,10 +99,8 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
         .output()
         .unwrap();
     let doc = stdout_json(&out);
-    assert_eq!(
-        doc["node"]["python"]["python"]["version"].as_str().unwrap()[..4],
-        *"3.12"
-    );
+    let version = doc["node"]["python"]["python"]["version"].as_str().unwrap();
+    assert!(version.starts_with(&format!("3.{minor}.")), "{version}");
     let facts = w.dir.path().join("node.json");
     std::fs::write(&facts, serde_json::to_vec(&doc).unwrap()).unwrap();
 
@@ -89,10 +123,10 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
     assert!(
         entries
             .iter()
-            .any(|e| e.starts_with("wheelhouse/markupsafe-") && e.contains("-cp312-")),
-        "MarkupSafe for the node's Python 3.12, not this host's: {entries:?}"
+            .any(|e| e.starts_with("wheelhouse/markupsafe-") && e.contains(&node_tag)),
+        "MarkupSafe for the node's Python ({node_tag}), not this host's: {entries:?}"
     );
-    assert!(!entries.iter().any(|e| e.contains("-cp311-")), "{entries:?}");
+    assert!(!entries.iter().any(|e| e.contains(&host_tag)), "{entries:?}");
     assert!(
         entries.contains(&format!("sources/{JINJA_SHA}").as_str()),
         "{entries:?}"
