@@ -137,7 +137,8 @@ pub fn run_for(settings: &Settings, node: &Path, targets: &[String], output: &Pa
             report::plan::human(&plan, &s.python, &s.facts.python.version);
         }
         return Err(Failure::User(format!(
-            "cannot bundle for {}: the plan is blocked (above); nothing was written",
+            "cannot bundle for {}: the plan is blocked (above); nothing was written\n  each blocked step says what it needs; `kiln plan --for {} ...` shows the plan again once that is fixed",
+            node.display(),
             node.display()
         )));
     }
@@ -168,7 +169,11 @@ pub fn run_for(settings: &Settings, node: &Path, targets: &[String], output: &Pa
         .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
     let uv = crate::build::install::UV
         .ensure(cache, settings.offline)
-        .map_err(|e| Failure::User(format!("cannot resolve for the node without uv: {e}")))?;
+        .map_err(|e| {
+            Failure::User(format!(
+                "cannot resolve for the node without uv: {e}\n  run once with network (kiln brings uv from PyPI), or put uv on PATH"
+            ))
+        })?;
     let work = cache.join("work").join(format!("bundle-for-{}", std::process::id()));
     let run = node_wheels::Run {
         uv: &uv,

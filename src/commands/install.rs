@@ -265,7 +265,7 @@ fn write_proven(settings: &Settings, after: &Session) -> CmdResult {
         Err(locked::Unlockable::NotProven(refused)) => {
             let refused: Vec<String> = refused.iter().map(report::reason::refused).collect();
             Err(Failure::User(format!(
-                "installed as planned, but not proven here, so no kiln.lock was written:\n  - {}",
+                "installed as planned, but not proven here, so no kiln.lock was written:\n  - {}\n  fix what is named (`kiln doctor` shows it), then `kiln lock` writes the proven lock",
                 refused.join("\n  - ")
             )))
         }

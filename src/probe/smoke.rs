@@ -34,7 +34,9 @@ pub struct Script<'a> {
 }
 
 /// How long a serving proof may take at most (an engine's start, CUDA graphs and JIT
-/// compiles included), whatever the per-import limit.
+/// compiles included), whatever the per-import limit. A margin, not a measurement: SGLang
+/// 0.5.11's proof of two models took 91 s on an H200 (docs/gpu-proof.md §9); vLLM's was never
+/// timed.
 pub const SERVE_LIMIT: Duration = Duration::from_secs(900);
 
 /// The line prefix a serving proof prints its measurements after.

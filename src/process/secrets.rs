@@ -142,29 +142,24 @@ fn userinfos(text: &str) -> Vec<(usize, usize)> {
 /// `text` with the credential of every URL in it masked: `https://user:****@host/…`,
 /// `https://****@host/…` for a lone token, `redis://:****@host`.
 pub fn mask_urls(text: &str) -> Cow<'_, str> {
-    let spans = userinfos(text);
-    if spans.is_empty() {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for (start, at) in spans {
-        let info = &text[start..at];
-        out.push_str(&text[last..start]);
+    rewrite_userinfos(text, |info, out| {
         if let Some((user, _)) = info.split_once(':') {
             out.push_str(user);
             out.push(':');
         }
         out.push_str(MASK);
-        last = at;
-    }
-    out.push_str(&text[last..]);
-    Cow::Owned(out)
+        out.push('@');
+    })
 }
 
 /// `text` with the credential of every URL in it taken out (`https://host/…`): a file that
 /// travels (a mirror's git config in a bundle) and must still name the repository.
 pub fn strip_urls(text: &str) -> Cow<'_, str> {
+    rewrite_userinfos(text, |_, _| {})
+}
+
+/// `text` with each URL's `userinfo@` replaced by what `with` writes for it.
+fn rewrite_userinfos<'t>(text: &'t str, with: impl Fn(&str, &mut String)) -> Cow<'t, str> {
     let spans = userinfos(text);
     if spans.is_empty() {
         return Cow::Borrowed(text);
@@ -173,6 +168,7 @@ pub fn strip_urls(text: &str) -> Cow<'_, str> {
     let mut last = 0;
     for (start, at) in spans {
         out.push_str(&text[last..start]);
+        with(&text[start..at], &mut out);
         last = at + 1;
     }
     out.push_str(&text[last..]);

@@ -440,6 +440,24 @@ pub fn pip_install(python: &Path) -> StdCommand {
     c
 }
 
+/// `pip wheel` of the package at `src` into `out` (no dependencies, no build isolation), to
+/// which the caller adds its environment.
+pub fn pip_wheel(python: &Path, src: &Path, out: &Path) -> StdCommand {
+    let mut c = StdCommand::new(python);
+    c.args([
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+    ])
+    .arg(out)
+    .arg(src);
+    c
+}
+
 /// The component named `name` in `doctor --json` output.
 pub fn component<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     v["components"]

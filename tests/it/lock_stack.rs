@@ -40,20 +40,7 @@ fn top_wheel(w: &World, out: &Path) -> PathBuf {
         "import kiln_fixture_cuda, six\n__version__ = \"0.5.23\"\n",
     )
     .unwrap();
-    let st = StdCommand::new(&w.python)
-        .args([
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-        ])
-        .arg(out)
-        .arg(&src)
-        .status()
-        .unwrap();
+    let st = crate::common::pip_wheel(&w.python, &src, out).status().unwrap();
     assert!(st.success());
     out.join("kiln_fixture_top-0.5.23-py3-none-any.whl")
 }

@@ -13,18 +13,7 @@ use crate::common::{World, component, cuda, stand_in, stdout_json, step, text};
 pub(crate) fn fixture_wheel(w: &World, archs: &str, out: &Path) -> PathBuf {
     let src = w.dir.path().join("wheel-src");
     crate::common::copy_dir(&w.packages.join("kiln-fixture-cuda"), &src);
-    let status = StdCommand::new(&w.python)
-        .args([
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-        ])
-        .arg(out)
-        .arg(&src)
+    let status = crate::common::pip_wheel(&w.python, &src, out)
         .env("FIXTURE_CUDA_ARCHS", archs)
         .env("CUDA_HOME", cuda())
         .status()

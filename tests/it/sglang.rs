@@ -188,18 +188,7 @@ fn sglang_shaped_cuda_repo(w: &World, wheel_archs: &str) -> (PathBuf, String, Pa
     let copy = w.dir.path().join("release-src");
     copy_dir(&repo.join("python"), &copy);
     let wheels = w.dir.path().join("release-wheels");
-    let status = std::process::Command::new(&w.python)
-        .args([
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-        ])
-        .arg(&wheels)
-        .arg(&copy)
+    let status = crate::common::pip_wheel(&w.python, &copy, &wheels)
         .env("FIXTURE_CUDA_ARCHS", wheel_archs)
         .env("CUDA_HOME", cuda())
         .status()
