@@ -16,8 +16,9 @@ k() { /tmp/kiln --python "$PY" --cache-dir "$CACHE" --no-progress "$@"; }
 printf '== nvidia-smi\n'; nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 printf '\n== nvcc\n'; nvcc --version | tail -2
 printf '\n== kiln doctor --json (node facts)\n'
-start=$(date +%s.%N)
-k doctor --json torch > "$OUT/h200-node.json"; echo "exit $? in $(echo "$(date +%s.%N) - $start" | bc) s"
+start=$(date +%s%N)
+k doctor --json torch > "$OUT/h200-node.json"; rc=$?
+ms=$((($(date +%s%N) - start) / 1000000)); printf "exit %d in %d.%03d s\n" "$rc" $((ms / 1000)) $((ms % 1000))
 "$PY" - "$OUT/h200-node.json" <<'PYEOF'
 import json, sys
 n = json.load(open(sys.argv[1]))["node"]

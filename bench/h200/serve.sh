@@ -42,18 +42,30 @@ for c in d.get("components", []):
     print(f"  {c['name']:14} {c['status']:10} {c.get('evidence', '')[:700]}")
 PYEOF
 }
+trimmed() { # doctor --json IN OUT: without the node's facts and the per-binary list (16 MB), which
+  # stay in /tmp on the machine; the components' evidence names the binaries that decide them
+  "$TORCH_ENV/bin/python3" - "$1" "$2" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d.pop("node", None)
+b = d.pop("binaries", None)
+d["binaries_left_out"] = f"{len(b or [])} per-binary entries left out of this record (size)"
+json.dump(d, open(sys.argv[2], "w"), indent=1)
+PYEOF
+}
 doctor() { # python target
   local py=$1 target=$2
   for arch in 9.0 12.0; do
     step "kiln doctor $target --arch $arch"
-    timed k "$py" doctor "$target" --arch "$arch" --json > "$OUT/doctor-$target-$arch.json"
-    verdicts "$OUT/doctor-$target-$arch.json"
+    timed k "$py" doctor "$target" --arch "$arch" --json > "/tmp/doctor-$target-$arch.json"
+    verdicts "/tmp/doctor-$target-$arch.json"
+    trimmed "/tmp/doctor-$target-$arch.json" "$OUT/doctor-$target-$arch.json"
   done
 }
 
 diagnose() { # python engine: where the serving proof did not pass, its whole output and kiln's logs
   local py=$1 engine=$2
-  grep -q '"served"' "$OUT/doctor-$engine-9.0.json" && return 0
+  grep -q '"served"' "/tmp/doctor-$engine-9.0.json" && return 0
   step "the serving proof by hand (it did not pass in kiln)"
   KILN_COMPONENT=$engine timeout 400 "$py" -I -B recipes/serve/engine.py > "$OUT/serve-$engine.log" 2>&1
   echo "exit $?"; tail -40 "$OUT/serve-$engine.log"
