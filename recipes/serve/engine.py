@@ -171,8 +171,12 @@ def serve_sglang(root):
 
 
 class Chosen:
-    """What vLLM logs about the backends it picked (vllm/platforms/cuda.py: "Using %s backend.";
-    vllm/model_executor/layers/fused_moe/oracle/unquantized.py: "Using ... Unquantized MoE backend")."""
+    """What vLLM logs about the backends it picked: vllm/platforms/cuda.py:369 (0.20.0) "Using %s
+    attention backend out of potential backends: %s." (or :308 "Using %s backend." when asked for
+    one) and vllm/model_executor/layers/fused_moe/oracle/unquantized.py:186 "Using ... Unquantized
+    MoE backend out of ...". Both are logged once per process (`info_once`), and the attention
+    choice is cached per process too (vllm/v1/attention/selector.py:111, `@cache`), so one Chosen
+    serves both models: the second run reports the choice the first one logged."""
 
     def __init__(self):
         import logging
@@ -183,10 +187,12 @@ class Chosen:
         class Handler(logging.Handler):
             def emit(self, record):
                 msg = record.getMessage()
-                if "MoE backend" in msg:
-                    outer.seen["moe"] = msg.split(" out of")[0].replace("Using ", "")
-                elif msg.startswith("Using ") and msg.rstrip(".").endswith(" backend"):
-                    outer.seen.setdefault("attention", msg[len("Using "):].rstrip("."))
+                if " MoE backend" in msg:
+                    outer.seen["moe"] = msg.split(" MoE backend")[0].replace("Using ", "", 1).strip("'")
+                elif msg.startswith("Using ") and " attention backend out of" in msg:
+                    outer.seen["attention"] = msg[len("Using ") :].split(" attention backend")[0]
+                elif msg.startswith("Using ") and msg.rstrip(".").endswith(" backend") and "vit" not in msg:
+                    outer.seen.setdefault("attention", msg[len("Using ") :].rstrip(".")[: -len(" backend")])
 
         self.handler = Handler(level=logging.DEBUG)
         logging.getLogger("vllm").addHandler(self.handler)
@@ -199,9 +205,9 @@ def serve_vllm(root):
     from vllm import LLM, SamplingParams
 
     runs = []
+    chosen = Chosen()
     for moe in (False, True):
         d = model_dir(root, moe)
-        chosen = Chosen()
         t0 = time.time()
         llm = LLM(
             model=d,
@@ -218,7 +224,8 @@ def serve_vllm(root):
         outs = llm.generate(prompts(), params)
         seconds = time.time() - t1
         tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-        runs.append(run(moe, tokens, seconds, started, dict(chosen.seen), outs[0].outputs[0].text))
+        backends = {k: v for k, v in chosen.seen.items() if moe or k != "moe"}
+        runs.append(run(moe, tokens, seconds, started, backends, outs[0].outputs[0].text))
         del llm
         import gc
 
