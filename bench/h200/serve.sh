@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# The serving proof on the H200 (issue 20): SGLang 0.5.11 and vLLM 0.20.0 installed by kiln,
-# offline, from bundles planned on a connected machine for this node's own facts
-# (`kiln bundle --for h200-node.json ...`, docs/gpu-proof.md §9), then `kiln doctor` for 9.0
-# (the serving proof runs: each engine generates tokens on a tiny dense and a tiny MoE model)
-# and for 12.0 (per-binary and backend verdicts; no SM120 GPU here, so no serving proof).
+# The serving proof on the H200 (issue 20) and the lock that reproduces it (issue 19): SGLang
+# 0.5.11 and vLLM 0.20.0 installed by kiln, offline, from bundles planned on a connected machine
+# for this node's own facts (`kiln bundle --for h200-node.json ...`, docs/gpu-proof.md §9), then
+# `kiln doctor` for 9.0 (the serving proof runs: each engine generates tokens on a tiny dense and
+# a tiny MoE model) and for 12.0 (per-binary and backend verdicts; no SM120 GPU here, so no
+# serving proof).
 #
-# Each call carries one part of a bundle in .dev/p/ (and, once, kiln in .device-bin/kiln):
-#   bench/h200/serve.sh carry            keep the carried part in /tmp/parts (a part already
-#                                        there is not sent again: `ls` says which are there)
-#   bench/h200/serve.sh sglang           install the SGLang bundle into the machine's torch
-#                                        environment, doctor 9.0 and 12.0
-#   bench/h200/serve.sh vllm             the same for vLLM, into a copy of that environment
-#                                        made before SGLang changed it (the two pin
-#                                        incompatible llguidance versions)
+# Each call carries one part of a bundle in .dev/p/ (and, once, kiln in .device-bin/kiln); each
+# step below fits one 10-minute call:
+#   bench/h200/serve.sh carry             keep the carried part in /tmp/parts (a part already
+#                                         there is not sent again: `ls` says which are there);
+#                                         the first call copies the machine's torch environment
+#                                         for vLLM, for flashinfer (bench/h200/run.sh) and for the
+#                                         lock's reproduction, before anything changes it
+#   bench/h200/serve.sh install ENGINE    kiln install --bundle: sglang into the machine's torch
+#                                         environment, vllm into its copy (the two pin
+#                                         incompatible llguidance versions)
+#   bench/h200/serve.sh doctor ENGINE ARCH
+#   bench/h200/serve.sh diagnose ENGINE   where the serving proof did not pass: run it by hand
+#   bench/h200/serve.sh relock            kiln lock of the SGLang environment, then
+#                                         install --locked --offline of that lock into a fresh
+#                                         copy of the torch environment, and doctor there
 set -uo pipefail
 PARTS=/tmp/parts
 OUT=${OUT:-/tmp/out}
@@ -23,6 +31,8 @@ export PATH=$CUDA_HOME/bin:$PATH
 export PYTHONUNBUFFERED=1
 TORCH_ENV=/opt/torch/.venv
 VLLM_ENV=/tmp/venv-vllm
+FRESH_ENV=/tmp/venv-fresh
+env_of() { case "$1" in sglang) echo "$TORCH_ENV" ;; vllm) echo "$VLLM_ENV" ;; *) echo "no engine $1" >&2; exit 2 ;; esac; }
 step() { printf '\n== %s\n' "$*"; }
 timed() { # runs "$@" and prints its wall time
   local s rc ms
@@ -53,14 +63,20 @@ d["binaries_left_out"] = f"{len(b or [])} per-binary entries left out of this re
 json.dump(d, open(sys.argv[2], "w"), indent=1)
 PYEOF
 }
-doctor() { # python target
-  local py=$1 target=$2
-  for arch in 9.0 12.0; do
-    step "kiln doctor $target --arch $arch"
-    timed k "$py" doctor "$target" --arch "$arch" --json > "/tmp/doctor-$target-$arch.json"
-    verdicts "/tmp/doctor-$target-$arch.json"
-    trimmed "/tmp/doctor-$target-$arch.json" "$OUT/doctor-$target-$arch.json"
-  done
+doctor() { # python target arch
+  local py=$1 target=$2 arch=$3
+  step "kiln doctor $target --arch $arch"
+  timed k "$py" doctor "$target" --arch "$arch" --json > "/tmp/doctor-$target-$arch.json"
+  verdicts "/tmp/doctor-$target-$arch.json"
+  trimmed "/tmp/doctor-$target-$arch.json" "$OUT/doctor-$target-$arch.json"
+}
+copy_env() { # a copy of the machine's torch environment as it came (hard links where /tmp
+  # shares the file system; pip and uv replace a file by unlinking it first)
+  local to=$1
+  [ -d "$to" ] && return 0
+  step "copy of $TORCH_ENV as $to"
+  timed sh -c "cp -al $TORCH_ENV $to 2>/dev/null || (rm -rf $to; cp -a $TORCH_ENV $to)"
+  sed -i "s|$TORCH_ENV|$to|g" "$to/bin/activate" "$to/pyvenv.cfg" 2>/dev/null
 }
 
 diagnose() { # python engine: where the serving proof did not pass, its whole output and kiln's logs
@@ -75,42 +91,42 @@ diagnose() { # python engine: where the serving proof did not pass, its whole ou
 case "${1:-}" in
 carry)
   if [ -f .device-bin/kiln ]; then cp .device-bin/kiln /tmp/kiln && chmod +x /tmp/kiln; fi
-  if [ ! -d "$VLLM_ENV" ]; then
-    # A copy of the machine's torch environment as it came, for vLLM (hard links where /tmp
-    # shares the file system; pip and uv replace a file by unlinking it first).
-    step "copy of $TORCH_ENV for vLLM"
-    timed sh -c "cp -al $TORCH_ENV $VLLM_ENV 2>/dev/null || (rm -rf $VLLM_ENV; cp -a $TORCH_ENV $VLLM_ENV)"
-    sed -i "s|$TORCH_ENV|$VLLM_ENV|g" "$VLLM_ENV/bin/activate" 2>/dev/null
-  fi
+  for e in "$VLLM_ENV" /tmp/venv-fi "$FRESH_ENV"; do copy_env "$e"; done
   for f in .dev/p/*; do [ -f "$f" ] && cp "$f" "$PARTS/"; done
   ls "$PARTS" | tr '\n' ' '; echo
   df -h /tmp | tail -1
   ;;
-sglang)
+install)
+  engine=$2 py="$(env_of "$2")/bin/python3"
   step "machine"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  "$TORCH_ENV/bin/python3" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
-  step "kiln install --bundle (no network here)"
-  mkdir -p /tmp/sglang-run && cd /tmp/sglang-run
-  first=$(ls "$PARTS"/sglang*.tar.01-of-* | head -1)
-  timed k "$TORCH_ENV/bin/python3" install --bundle "$first" 2>&1 | tee "$OUT/install-sglang.log"
-  cp kiln.lock "$OUT/kiln-sglang.lock" 2>/dev/null
-  cd - > /dev/null
-  doctor "$TORCH_ENV/bin/python3" sglang
-  diagnose "$TORCH_ENV/bin/python3" sglang
+  "$py" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
+  step "kiln install --bundle into $(env_of "$engine") (no network here)"
+  mkdir -p "/tmp/$engine-run" && cd "/tmp/$engine-run"
+  first=$(ls "$PARTS/$engine".tar.01-of-* | head -1)
+  timed k "$py" install --bundle "$first" 2>&1 | tee "$OUT/install-$engine.log"
+  cp kiln.lock "$OUT/kiln-$engine.lock" 2>/dev/null
   ;;
-vllm)
-  step "kiln install --bundle into $VLLM_ENV (no network here)"
-  mkdir -p /tmp/vllm-run && cd /tmp/vllm-run
-  first=$(ls "$PARTS"/vllm.tar.*-of-* | head -1)
-  timed k "$VLLM_ENV/bin/python3" install --bundle "$first" 2>&1 | tee "$OUT/install-vllm.log"
-  cp kiln.lock "$OUT/kiln-vllm.lock" 2>/dev/null
-  cd - > /dev/null
-  doctor "$VLLM_ENV/bin/python3" vllm
-  diagnose "$VLLM_ENV/bin/python3" vllm
+doctor)
+  engine=$2 py="$(env_of "$2")/bin/python3"
+  doctor "$py" "$engine" "$3"
+  ;;
+diagnose)
+  diagnose "$(env_of "$2")/bin/python3" "$2"
+  ;;
+relock)
+  step "kiln lock of the SGLang environment"
+  mkdir -p /tmp/relock && cd /tmp/relock
+  timed k "$TORCH_ENV/bin/python3" lock sglang -o kiln.lock 2>&1 | tail -20
+  cp kiln.lock "$OUT/kiln-sglang-relocked.lock" 2>/dev/null
+  step "kiln install --locked --offline into a fresh copy of the torch environment"
+  timed k "$FRESH_ENV/bin/python3" install --locked --offline 2>&1 | tee "$OUT/install-locked.log" | tail -30
+  step "pip list of the two, compared"
+  diff <("$TORCH_ENV/bin/python3" -m pip list --format=freeze 2>/dev/null) \
+    <("$FRESH_ENV/bin/python3" -m pip list --format=freeze 2>/dev/null) && echo "same distributions and versions"
   ;;
 *)
-  echo "usage: $0 carry|sglang|vllm" >&2
+  echo "usage: $0 carry | install ENGINE | doctor ENGINE ARCH | diagnose ENGINE | relock" >&2
   exit 2
   ;;
 esac

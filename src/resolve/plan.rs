@@ -211,7 +211,16 @@ pub fn make(
         // Installed, but blocked by what is not kiln's to provide (a driver too old for its CUDA
         // runtime): installing the same thing again would not help. A JIT proof that could not
         // run blocks nothing: the component imports, and an install says afterwards.
-        let driver_blocked = a.reasons.iter().any(|r| matches!(r, Reason::DriverTooOld { .. }));
+        let driver_blocked = a
+            .reasons
+            .iter()
+            .any(|r| matches!(r, Reason::DriverTooOld { .. } | Reason::DriverCannotDrive { .. }));
+        // Holds CUDA code whatever its binaries turn out to be: built with the toolkit, or a
+        // wheel the recipe says is built for a CUDA runtime.
+        let cuda = deps
+            .iter()
+            .any(|d| set.get(&d.name).is_some_and(|x| x.kind == Kind::CudaToolkit))
+            || r.versions.iter().any(|v| v.runtime_cuda.is_some());
         let assessed = || a.reasons.clone();
         if r.kind == Kind::CudaToolkit {
             if a.status != Status::Ok {
@@ -242,7 +251,7 @@ pub fn make(
             if let Some(note) = solution.not_newest.get(name) {
                 step.reasons.push(Reason::NotNewest { note: note.clone() });
             }
-            change(&mut step, r, chosen, replaces, machine, opts);
+            change(&mut step, r, chosen, replaces, cuda, machine, opts);
         }
         match step.action {
             Action::Blocked | Action::Unsupported => {
@@ -270,6 +279,7 @@ fn change(
     r: &crate::recipe::Recipe,
     chosen: Option<&str>,
     replaces: bool,
+    cuda: bool,
     machine: &MachineFacts,
     opts: &PlanOptions,
 ) {
@@ -294,6 +304,21 @@ fn change(
         step.action = Action::Blocked;
         step.reasons.push(why);
         return;
+    }
+    // A CUDA component for a GPU generation the driver cannot drive cannot run, whatever its
+    // binaries turn out to hold: refused before anything is fetched or built (doctor would
+    // call it `blocked` after).
+    if cuda {
+        let subject = format!("{} {}", r.name, step.version.as_deref().unwrap_or("?"));
+        let cannot: Vec<Reason> = super::driver::verdicts(&subject, None, true, machine, &opts.archs)
+            .into_iter()
+            .filter(|r| matches!(r, Reason::DriverCannotDrive { .. }))
+            .collect();
+        if !cannot.is_empty() {
+            step.action = Action::Blocked;
+            step.reasons.extend(cannot);
+            return;
+        }
     }
     // A qualifying prebuilt wheel needs nothing a build needs (compiler, toolkit, tools).
     let brought = if prebuilt {

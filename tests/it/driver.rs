@@ -276,3 +276,51 @@ fn a_wheel_built_for_a_newer_cuda_than_the_driver_is_refused_at_plan_time() {
     // An R580 driver runs it.
     assert_eq!(plan("580.95.05")["action"], "install");
 }
+
+/// A CUDA component not yet built (its binaries unknown) for a GPU generation the driver cannot
+/// drive is refused at plan time, before any fetch or build; the install stops there too. The
+/// fixture's build needs the toolkit (`[depends] cuda-toolkit`), so whatever it compiles is CUDA
+/// code that an R560 driver cannot run on a 12.0 GPU (R570 or newer, NVIDIA's Blackwell
+/// migration guide above); R570 is not refused for the driver.
+#[test]
+fn a_cuda_build_for_a_gpu_the_driver_cannot_drive_is_refused_at_plan_time() {
+    let w = World::new();
+    let recipes = w.dir.path().join("fixtures/cuda-recipes");
+    let cuda_home = crate::common::cuda().to_path_buf();
+    let kiln = |driver: &str, args: &[&str]| {
+        let mut c = w.kiln_with(&recipes);
+        c.env("CUDA_HOME", &cuda_home)
+            .env_remove("KILN_DRIVER_CUDA")
+            .env("KILN_DRIVER_VERSION", driver)
+            .args(args);
+        c.output().unwrap()
+    };
+    let fixture_step = |driver: &str| {
+        let v = stdout_json(&kiln(driver, &["plan", "--json", "--arch", "12.0", "fixture-cuda"]));
+        crate::common::step(&v, "fixture-cuda").clone()
+    };
+    let step = fixture_step("560.35.03");
+    assert_eq!(step["action"], "blocked", "{step}");
+    let reason = step["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "driver-cannot-drive")
+        .unwrap_or_else(|| panic!("no driver-cannot-drive reason: {step}"));
+    assert_eq!(reason["arch"], "12.0", "{step}");
+    assert_eq!(reason["needs_branch"], "R570", "{step}");
+    let out = kiln("560.35.03", &["install", "--arch", "12.0", "fixture-cuda"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr) + &text(&out.stdout);
+    assert!(
+        err.contains("cannot run on a 12.0 GPU with driver 560.35.03 (KILN_DRIVER_VERSION)"),
+        "{err}"
+    );
+    assert!(
+        w.py("import kiln_fixture_cuda").is_err(),
+        "nothing was built or installed"
+    );
+    // R570 drives 12.0: the plan builds it.
+    let step = fixture_step("570.124.06");
+    assert_eq!(step["action"], "build", "{step}");
+}
