@@ -58,7 +58,7 @@ install)
   "$PY" -m pip list 2>/dev/null | grep -i -E '^(flashinfer|nvidia-cutlass|apache-tvm)' || echo "  flashinfer, cutlass-dsl, tvm-ffi: not installed"
   ls -la "$PARTS"
   step "kiln install --bundle (this machine reaches no network)"
-  first=$(ls "$PARTS"/flashinfer*.tar.01-of-* | head -1)
+  first=$(ls "$PARTS"/flashinfer.tar.*-of-* | sort -V | head -1)
   timed k install --bundle "$first" 2>&1 | tee "$OUT/install.log"
   "$PY" -m pip list 2>/dev/null | grep -i -E '^(flashinfer|nvidia-cutlass|apache-tvm|cuda-tile|nvidia-cudnn-frontend)'
   step "kiln doctor --arch 9.0"

@@ -6,7 +6,8 @@
 # a tiny MoE model) and for 12.0 (per-binary and backend verdicts; no SM120 GPU here, so no
 # serving proof).
 #
-# Each call carries one part of a bundle in .dev/p/ (and, once, kiln in .device-bin/kiln); each
+# Each call carries one part of a bundle in a folder .dev/NN/ that `carry` names (and, once,
+# kiln in .device-bin/kiln); each
 # step below fits one 10-minute call:
 #   bench/h200/serve.sh carry             keep the carried part in /tmp/parts (a part already
 #                                         there is not sent again: `ls` says which are there);
@@ -92,7 +93,7 @@ case "${1:-}" in
 carry)
   if [ -f .device-bin/kiln ]; then cp .device-bin/kiln /tmp/kiln && chmod +x /tmp/kiln; fi
   for e in "$VLLM_ENV" /tmp/venv-fi "$FRESH_ENV"; do copy_env "$e"; done
-  for f in .dev/p/*; do [ -f "$f" ] && cp "$f" "$PARTS/"; done
+  for f in .dev/*/*; do [ -f "$f" ] && cp "$f" "$PARTS/"; done
   ls "$PARTS" | tr '\n' ' '; echo
   df -h /tmp | tail -1
   ;;
@@ -103,7 +104,7 @@ install)
   "$py" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)'
   step "kiln install --bundle into $(env_of "$engine") (no network here)"
   mkdir -p "/tmp/$engine-run" && cd "/tmp/$engine-run"
-  first=$(ls "$PARTS/$engine".tar.01-of-* | head -1)
+  first=$(ls "$PARTS/$engine".tar.*-of-* | sort -V | head -1)
   timed k "$py" install --bundle "$first" 2>&1 | tee "$OUT/install-$engine.log"
   cp kiln.lock "$OUT/kiln-$engine.lock" 2>/dev/null
   ;;
