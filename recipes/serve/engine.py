@@ -174,9 +174,7 @@ class Chosen:
     """What vLLM logs about the backends it picked: vllm/platforms/cuda.py:369 (0.20.0) "Using %s
     attention backend out of potential backends: %s." (or :308 "Using %s backend." when asked for
     one) and vllm/model_executor/layers/fused_moe/oracle/unquantized.py:186 "Using ... Unquantized
-    MoE backend out of ...". Both are logged once per process (`info_once`), and the attention
-    choice is cached per process too (vllm/v1/attention/selector.py:111, `@cache`), so one Chosen
-    serves both models: the second run reports the choice the first one logged."""
+    MoE backend out of ...", each logged once per process (`info_once`): one model per process."""
 
     def __init__(self):
         import logging
@@ -198,39 +196,67 @@ class Chosen:
         logging.getLogger("vllm").addHandler(self.handler)
 
 
+RUN_PREFIX = "kiln-serve-run: "
+# One model's start, compile and generation: 41 s for the dense model on the H200 (0.20.0); a
+# margin, not a measurement, so that a hang is reported with time left in kiln's own limit.
+MODEL_LIMIT = 400
+
+
 def serve_vllm(root):
-    # The engine core in this process, so that what it logs is seen here.
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # One process per model: vLLM's engine core runs in the calling process here (so that what it
+    # logs is seen), and the parallel state it sets up for the first model stays for the life of
+    # the process: a second LLM for an MoE model then fails, "expert parallel group is not
+    # initialized" (vllm/distributed/parallel_state.py:1257, 0.20.0).
+    import subprocess
+
     import vllm
-    from vllm import LLM, SamplingParams
 
     runs = []
-    chosen = Chosen()
     for moe in (False, True):
-        d = model_dir(root, moe)
-        t0 = time.time()
-        llm = LLM(
-            model=d,
-            dtype="bfloat16",
-            gpu_memory_utilization=0.25,
-            max_model_len=512,
-            max_num_seqs=PROMPTS,
-            seed=0,
-            compilation_config={"cudagraph_capture_sizes": [1, 2, 4, 8]},
+        env = dict(os.environ, KILN_SERVE_VLLM_MODEL=model_dir(root, moe), KILN_SERVE_MOE="1" if moe else "")
+        out = subprocess.run(
+            [sys.executable, "-I", "-B", os.path.abspath(__file__)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=MODEL_LIMIT,
         )
-        started = time.time() - t0
-        params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
-        t1 = time.time()
-        outs = llm.generate(prompts(), params)
-        seconds = time.time() - t1
-        tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-        backends = {k: v for k, v in chosen.seen.items() if moe or k != "moe"}
-        runs.append(run(moe, tokens, seconds, started, backends, outs[0].outputs[0].text))
-        del llm
-        import gc
-
-        gc.collect()
+        sys.stdout.write(out.stdout)
+        lines = [l for l in out.stdout.splitlines() if l.startswith(RUN_PREFIX)]
+        if out.returncode != 0 or not lines:
+            sys.exit(f"vllm: {describe(moe)} exited {out.returncode} without serving (its output is above)")
+        runs.append(json.loads(lines[-1][len(RUN_PREFIX) :]))
     return f"vllm {vllm.__version__}", runs
+
+
+def serve_vllm_one(d, moe):
+    # The engine core in this process, so that what it logs is seen here.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from vllm import LLM, SamplingParams
+
+    chosen = Chosen()
+    t0 = time.time()
+    llm = LLM(
+        model=d,
+        dtype="bfloat16",
+        gpu_memory_utilization=0.25,
+        max_model_len=512,
+        max_num_seqs=PROMPTS,
+        seed=0,
+        compilation_config={"cudagraph_capture_sizes": [1, 2, 4, 8]},
+    )
+    started = time.time() - t0
+    params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
+    t1 = time.time()
+    outs = llm.generate(prompts(), params)
+    seconds = time.time() - t1
+    tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    r = run(moe, tokens, seconds, started, dict(chosen.seen), outs[0].outputs[0].text)
+    print(RUN_PREFIX + json.dumps(r), flush=True)
+    sys.stderr.flush()
+    # vLLM's in-process engine leaves threads and its process group behind, and the interpreter
+    # then never exits (seen on the H200 with 0.20.0): what it measured is printed, so leave now.
+    os._exit(0)
 
 
 def run(moe, tokens, seconds, started, backends, text):
@@ -249,6 +275,10 @@ def run(moe, tokens, seconds, started, backends, text):
 def main():
     import torch
 
+    one = os.environ.get("KILN_SERVE_VLLM_MODEL")
+    if one:
+        serve_vllm_one(one, bool(os.environ.get("KILN_SERVE_MOE")))
+        return
     engine = os.environ.get("KILN_COMPONENT", "")
     serve = {"sglang": serve_sglang, "vllm": serve_vllm}.get(engine)
     if serve is None:

@@ -50,9 +50,11 @@ pub struct Smoke {
     pub text: String,
     /// Whatever else decides the result (the archs it runs for); part of the cache key.
     pub key: String,
-    /// The component's distribution (normalized) and the imports that must have run.
+    /// The component's distribution (normalized) and the imports that must have run: those of
+    /// the installed version where it has its own (`by_version`), else `needs`.
     pub dist: String,
     pub needs: Vec<String>,
+    pub needs_by_version: Vec<(String, Vec<String>)>,
     /// A serving proof (`[verify] serve`).
     pub serve: bool,
 }
@@ -282,8 +284,15 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
             sources.smoke.insert(u.name.clone(), CacheUse::Hit);
             continue;
         }
-        let runs =
-            listing.facts.dists.contains_key(&s.dist) && s.needs.iter().all(|m| e.imports.get(m).is_some_and(|i| i.ok));
+        let runs = listing.facts.dists.get(&s.dist).is_some_and(|d| {
+            let installed = d.version.split('+').next().unwrap_or(&d.version);
+            let needs = s
+                .needs_by_version
+                .iter()
+                .find(|(v, _)| v == installed)
+                .map_or(&s.needs, |(_, n)| n);
+            needs.iter().all(|m| e.imports.get(m).is_some_and(|i| i.ok))
+        });
         if !runs {
             continue;
         }

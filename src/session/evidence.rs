@@ -100,6 +100,14 @@ fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<String>) -> Unit {
             key: format!("{archs}\0{}", s.text),
             dist: probe::normalize(r.dist.as_deref().unwrap_or(&r.name)),
             needs: r.imports.clone(),
+            // A version's own imports replace `[verify] imports` (vLLM 0.20.0 has no
+            // `vllm._moe_C_stable_libtorch`, 0.33.0's): the smoke test needs those that
+            // prove the installed version.
+            needs_by_version: r
+                .versions
+                .iter()
+                .filter_map(|e| Some((e.version.to_string(), e.imports.clone()?)))
+                .collect(),
             serve: s.serve,
         })
     });

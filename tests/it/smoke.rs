@@ -106,3 +106,35 @@ fn a_missing_smoke_script_is_a_recipe_error_at_its_key() {
     assert!(err.contains("fixture-pure.toml:"), "{err}");
     assert!(err.contains("smoke = \"smoke/nope.py\""), "{err}");
 }
+
+/// A smoke test waits for the imports of the version that is installed, not for `[verify]
+/// imports` a newer version declares: vLLM 0.33.0's `vllm._moe_C_stable_libtorch` does not exist
+/// in 0.20.0 (recipes/vllm.toml), and on the H200 its serving proof was silently never run
+/// ("not run: no GPU of a target arch here" beside a torch smoke test that had just passed).
+#[test]
+fn a_smoke_test_needs_the_installed_versions_own_imports() {
+    let w = World::new();
+    std::fs::write(
+        w.recipes.join("fixture-pure.toml"),
+        "[package]\nname = \"fixture-pure\"\ndist = \"kiln-fixture-pure\"\nsummary = \"test fixture: pure Python\"\n\n\
+         [[versions]]\nversion = \"1.0.0\"\npath = \"../packages/kiln-fixture-pure\"\nimports = [\"kiln_fixture_pure\"]\n\n\
+         [verify]\nimports = [\"kiln_fixture_pure\", \"kiln_fixture_pure.only_in_2\"]\nsmoke = \"smoke/fixture-pure.py\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(w.recipes.join("smoke")).unwrap();
+    std::fs::write(w.recipes.join("smoke/fixture-pure.py"), SMOKE).unwrap();
+    let out = w
+        .kiln()
+        .env("KILN_GPU_ARCH", "9.0")
+        .env("KILN_DRIVER_VERSION", DRIVER)
+        .args(["install", "--arch", "9.0", "fixture-pure"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (status, evidence) = pure_on(&w, "9.0");
+    assert_eq!(status, "ok", "{evidence}");
+    assert!(
+        evidence.contains("smoke test smoke/fixture-pure.py passed on 9.0"),
+        "{evidence}"
+    );
+}
