@@ -135,14 +135,24 @@ pub(super) fn prepare(
         }
         None => None,
     };
+    let mut made_elsewhere = None;
     let cached = match &cache_entry {
-        Some((key, _)) => {
+        Some((key, inputs)) => {
             let found = wheels::find(&cx.cache, key).map_err(|e| fail(Phase::Wheel, e.into()))?;
             // A wheel taken as it is must be the one the lock names, byte for byte.
             match (found, cx.locked_wheels.get(&step.name)) {
                 (Some(c), Some(want)) if c.sha256 != *want => {
                     let refused = wheels::refuse(&cx.cache, key, &c, "the lock", want);
                     return Err(fail(Phase::Wheel, refused.into()));
+                }
+                // The lock's own wheel, made on another host (a bundle brings it).
+                (None, Some(want)) => {
+                    let other =
+                        wheels::find_locked(&cx.cache, want, inputs).map_err(|e| fail(Phase::Wheel, e.into()))?;
+                    other.map(|(_, c, made)| {
+                        made_elsewhere = Some(made);
+                        c
+                    })
                 }
                 (found, _) => found,
             }
@@ -158,7 +168,12 @@ pub(super) fn prepare(
             ..
         }) => {
             reporter.phase(step, Phase::Wheel, "from the wheel cache");
-            (wheel, true, None)
+            let note = made_elsewhere.map(|m| {
+                format!(
+                    "installed the wheel the lock names ({m} on the host that wrote the lock); nothing was compiled"
+                )
+            });
+            (wheel, true, note)
         }
         // Built by an earlier run whose verification failed outside it: installed and
         // verified again, not compiled again.

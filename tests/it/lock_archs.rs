@@ -162,3 +162,63 @@ fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
     );
     assert_eq!(before, freeze(), "the node is as it was");
 }
+
+/// A bundle's built wheel installs on a node whose host compiler differs from the build host's:
+/// the lock names the wheel by its sha256, and the compiler (like the interpreter's patch
+/// version) decides how it was made, not where it runs. Ground truth: the H200 proof of
+/// 2026-12-02 (docs/gpu-proof.md §1): the lock and bundle were made with g++ 12.2.0 and Python
+/// 3.12.1, the H200 has `CXX` = g++ 13.3.0 and Python 3.12.3, and `install --bundle` compiled
+/// flashinfer again for 115 s instead of taking the bundled wheel.
+#[test]
+fn a_bundled_wheel_installs_on_a_node_with_another_host_compiler() {
+    let w = World::new();
+    w.remote_sources();
+    let out = w
+        .kiln()
+        .args(["install", "fixture-cext", "--arch", "9.0,12.0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lockfile = w.dir.path().join("kiln.lock");
+    let out = w
+        .kiln()
+        .args(["lock", "fixture-cext", "-o"])
+        .arg(&lockfile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (bundle, out) = w.bundle(&lockfile, "b.tar");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // The node's C++ compiler says another version (the H200's `CXX` is such a wrapper).
+    let cxx = w.dir.path().join("g++-node");
+    std::fs::write(
+        &cxx,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'g++-real (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0'; exit 0; fi\nexec g++ \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&cxx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let node = venv(&w.dir.path().join("node"));
+    let out = w
+        .kiln_elsewhere(&node, &w.dir.path().join("node-cache"))
+        .env("CXX", &cxx)
+        .args(["install", "--json", "--bundle"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["lock"]["reproduced"], true, "{v}");
+    let cext = v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "fixture-cext")
+        .unwrap();
+    assert_eq!(cext["from_cache"], true, "the bundled wheel, not a compile: {v}");
+    let note = cext.to_string();
+    assert!(
+        note.contains("installed the wheel the lock names (built with "),
+        "{note}"
+    );
+}
