@@ -234,6 +234,8 @@ pub enum Command {
     Cache(CacheArgs),
     /// List the recipes, or show one
     Recipes(RecipesArgs),
+    /// Work on recipes: `kiln recipe draft NAME [VERSION]`
+    Recipe(RecipeArgs),
     /// List the SASS and PTX targets inside CUDA binaries (ELF objects, shared libraries, .fatbin)
     ///
     /// Reads the fatbinary headers itself (no cuobjdump). With --arch, also says whether each
@@ -316,6 +318,38 @@ pub struct InstallArgs {
     /// component loads them without a compiler; checked by loading them with none reachable
     #[arg(long, conflicts_with_all = ["locked", "bundle"])]
     pub aot: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecipeArgs {
+    #[command(subcommand)]
+    pub action: RecipeAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RecipeAction {
+    /// Draft a `[[versions]]` entry from a release's own artifacts, for review
+    ///
+    /// Reads the release from PyPI's JSON API (https://pypi.org/pypi/NAME/VERSION/json): the
+    /// sdist's URL and sha256, Requires-Python, the pins of its metadata on kiln components (as
+    /// `depends`), its Linux wheels with their sha256; downloads the sdist (into the cache, by
+    /// sha256) and reads every `FetchContent_Declare`/`FetchContent_Populate` of its CMake
+    /// files as `[[versions.inputs]]`: repository, commit or tag, submodules, subdir and the
+    /// variable that points the build at kiln's copy. Each line says the file (or URL) it came
+    /// from. It never writes a recipe: it prints the entry, then how it differs from the
+    /// recipe's entry for that version, if there is one. A person decides what a source build
+    /// relaxes (a wheel pins torch exactly) and what each input is needed for.
+    ///
+    /// Examples:
+    ///   kiln recipe draft vllm 0.33.0
+    ///   kiln recipe draft torch --json
+    Draft {
+        /// A recipe's name (its distribution is looked up) or any distribution on PyPI
+        name: String,
+        /// The release [default: the newest]
+        #[arg(value_name = "VERSION")]
+        release: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -41,6 +41,9 @@ pub struct Policy {
     /// A transfer of more bytes than this (announced or sent) is refused and its partial file
     /// removed.
     pub max_bytes: u64,
+    /// The `Accept` header, for a server that answers in several formats (an index's Simple
+    /// API, PEP 691); none for files.
+    pub accept: Option<String>,
 }
 
 /// The deadline a transfer gets beyond its base: one second per this many announced bytes.
@@ -55,6 +58,7 @@ impl Default for Policy {
             stall: Duration::from_secs(60),
             deadline: Duration::from_secs(30 * 60),
             max_bytes: 32 << 30,
+            accept: None,
         }
     }
 }
@@ -305,6 +309,9 @@ fn try_once(
         .build();
     if have > 0 {
         request = request.header("Range", format!("bytes={have}-"));
+    }
+    if let Some(a) = &clock.policy.accept {
+        request = request.header("Accept", a.as_str());
     }
     let mut response = match request.call() {
         Ok(r) => r,

@@ -40,6 +40,7 @@ pub mod cli;
 pub mod commands;
 pub mod compile_cache;
 pub mod download;
+pub mod draft;
 pub mod fatbin;
 pub mod lock;
 pub mod probe;

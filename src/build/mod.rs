@@ -27,6 +27,7 @@ pub mod failure;
 pub mod inputs;
 pub mod install;
 pub mod journal;
+pub mod locked_wheel;
 pub mod locks;
 pub mod memory;
 pub mod owned;

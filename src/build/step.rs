@@ -147,8 +147,8 @@ pub(super) fn prepare(
                 }
                 // The lock's own wheel, made on another host (a bundle brings it).
                 (None, Some(want)) => {
-                    let other =
-                        wheels::find_locked(&cx.cache, want, inputs).map_err(|e| fail(Phase::Wheel, e.into()))?;
+                    let other = super::locked_wheel::find_locked(&cx.cache, want, inputs)
+                        .map_err(|e| fail(Phase::Wheel, e.into()))?;
                     other.map(|(_, c, made)| {
                         made_elsewhere = Some(made);
                         c

@@ -11,6 +11,7 @@ mod doctor;
 mod install;
 mod lock;
 mod plan;
+mod recipe_draft;
 mod recipes;
 mod verify;
 
@@ -130,6 +131,9 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
         Command::Lock(a) => lock::run(s, &a.targets.targets, &a.output),
         Command::Verify(t) => verify::run(s, &t.targets),
         Command::Recipes(a) => recipes::run(s, a.name.as_deref()),
+        Command::Recipe(a) => match &a.action {
+            crate::cli::RecipeAction::Draft { name, release } => recipe_draft::run(s, name, release.as_deref()),
+        },
         Command::Arch(a) => arch_cmd::run(s, a),
     }
 }

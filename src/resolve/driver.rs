@@ -155,6 +155,45 @@ pub fn verdicts(
     out
 }
 
+/// Why a step for `r` at `version` cannot run with this machine's driver, known before anything
+/// is fetched or built (the same verdicts `doctor` gives after): the CUDA runtime the recipe
+/// says the version's wheel is built for (`[[versions]] runtime_cuda`) of a newer major than
+/// the driver's, and, for a component with CUDA code (`cuda`), each target arch the driver
+/// cannot drive.
+pub fn step_refusals(
+    r: &crate::recipe::Recipe,
+    version: Option<&str>,
+    cuda: bool,
+    machine: &MachineFacts,
+    archs: &[Arch],
+) -> Vec<Reason> {
+    if let Some(why) = runtime_too_new(r, version, machine) {
+        return vec![why];
+    }
+    if !cuda {
+        return Vec::new();
+    }
+    let subject = format!("{} {}", r.name, version.unwrap_or("?"));
+    verdicts(&subject, None, true, machine, archs)
+        .into_iter()
+        .filter(|r| matches!(r, Reason::DriverCannotDrive { .. }))
+        .collect()
+}
+
+/// The driver's verdict on the CUDA runtime the recipe says version `version`'s wheel is built
+/// for (`[[versions]] runtime_cuda`), when the driver here is known and too old for it.
+fn runtime_too_new(r: &crate::recipe::Recipe, version: Option<&str>, machine: &MachineFacts) -> Option<Reason> {
+    let v: pep440_rs::Version = version?.parse().ok()?;
+    let rt = r.versions.iter().find(|e| e.version == v)?.runtime_cuda.as_ref()?;
+    let driver = machine.driver_cuda.as_ref()?;
+    let runtime = Runtime {
+        major: rt.major,
+        minor: Some(rt.minor),
+        source: format!("{}'s recipe: runtime_cuda of {v}", r.name),
+    };
+    verdict(&format!("{} {v}", r.name), &runtime, driver).filter(|reason| matches!(reason, Reason::DriverTooOld { .. }))
+}
+
 /// The target archs a smoke test can run on here: a GPU of the arch is present and a driver is
 /// that can drive it.
 pub fn smoke_archs(machine: &MachineFacts, targets: &[Arch]) -> Vec<Arch> {

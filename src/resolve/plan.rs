@@ -300,25 +300,13 @@ fn change(
         .or_else(|| r.version.as_ref().map(|v| v.to_string()));
     // A binary wheel built for a newer CUDA major than the driver here supports cannot run:
     // refused now, not installed and then found `blocked` (the same verdict `doctor` gives).
-    if let Some(why) = runtime_too_new(r, step.version.as_deref(), machine) {
+    // And a CUDA component for a GPU generation the driver cannot drive cannot run, whatever
+    // its binaries turn out to hold: both refused before anything is fetched or built.
+    let refused = super::driver::step_refusals(r, step.version.as_deref(), cuda, machine, &opts.archs);
+    if !refused.is_empty() {
         step.action = Action::Blocked;
-        step.reasons.push(why);
+        step.reasons.extend(refused);
         return;
-    }
-    // A CUDA component for a GPU generation the driver cannot drive cannot run, whatever its
-    // binaries turn out to hold: refused before anything is fetched or built (doctor would
-    // call it `blocked` after).
-    if cuda {
-        let subject = format!("{} {}", r.name, step.version.as_deref().unwrap_or("?"));
-        let cannot: Vec<Reason> = super::driver::verdicts(&subject, None, true, machine, &opts.archs)
-            .into_iter()
-            .filter(|r| matches!(r, Reason::DriverCannotDrive { .. }))
-            .collect();
-        if !cannot.is_empty() {
-            step.action = Action::Blocked;
-            step.reasons.extend(cannot);
-            return;
-        }
     }
     // A qualifying prebuilt wheel needs nothing a build needs (compiler, toolkit, tools).
     let brought = if prebuilt {
@@ -365,21 +353,6 @@ fn change(
 }
 
 /// Why a step changes what is installed.
-/// The driver's verdict on the CUDA runtime the recipe says version `version`'s wheel is built
-/// for (`[[versions]] runtime_cuda`), when the driver here is known and too old for it.
-fn runtime_too_new(r: &crate::recipe::Recipe, version: Option<&str>, machine: &MachineFacts) -> Option<Reason> {
-    let v: pep440_rs::Version = version?.parse().ok()?;
-    let rt = r.versions.iter().find(|e| e.version == v)?.runtime_cuda.as_ref()?;
-    let driver = machine.driver_cuda.as_ref()?;
-    let runtime = super::driver::Runtime {
-        major: rt.major,
-        minor: Some(rt.minor),
-        source: format!("{}'s recipe: runtime_cuda of {v}", r.name),
-    };
-    super::driver::verdict(&format!("{} {v}", r.name), &runtime, driver)
-        .filter(|reason| matches!(reason, Reason::DriverTooOld { .. }))
-}
-
 fn change_reason(a: &Assessment, chosen: Option<&str>, replaces: bool, abi_changed: &[&str]) -> Reason {
     let chosen = chosen.unwrap_or("?").to_string();
     match a.status {

@@ -16,6 +16,7 @@ const RANKS: &[(&str, u32)] = &[
     ("session", 7),
     ("bundle", 6),
     ("cache_dir", 5),
+    ("draft", 5),
     ("build", 4),
     ("lock", 4),
     ("resolve", 3),

@@ -29,6 +29,7 @@ mod overhead;
 mod plan_install;
 mod prebuilt;
 mod probe_cache;
+mod recipe_draft;
 mod recipe_facts;
 mod recipes;
 mod resolve;

@@ -1,0 +1,75 @@
+//! The wheel a lock names, found in the wheel cache when this build's own key finds none: a
+//! wheel made on the host that wrote the lock (a bundle brings it) whose key differs from this
+//! node's only in how it was made. It owns that lookup; keys, records and quarantine are
+//! [`super::wheels`]'s.
+
+use std::path::Path;
+
+use super::wheels::{Cached, Refused, SHA256, WheelKey, find};
+
+/// The cached wheel a lock names by its sha256 (`want`) when this build's own key finds none:
+/// an entry whose record is `want` and whose inputs (`key.json`) agree with this build's
+/// `inputs` on everything that decides whether the wheel works here. Two inputs are left out of
+/// that comparison: the host compiler and the interpreter's patch version decide how a wheel was
+/// made, not where it runs (a wheel's tags name CPython's minor version only, PEP 425), and a
+/// lock made on a build host is reproduced on nodes that differ in both (the H200 proof: g++
+/// 12.2 and Python 3.12.1 there, g++ 13.3 and 3.12.3 on the node). Returns the entry's key with
+/// what it was built with, for the note.
+pub fn find_locked(
+    cache: &Path,
+    want: &str,
+    inputs: &serde_json::Value,
+) -> Result<Option<(WheelKey, Cached, String)>, Refused> {
+    let Ok(shards) = std::fs::read_dir(cache.join("wheels")) else {
+        return Ok(None);
+    };
+    let entries = shards
+        .filter_map(|s| std::fs::read_dir(s.ok()?.path()).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()));
+    for dir in entries {
+        let record = std::fs::read_to_string(dir.join(SHA256)).unwrap_or_default();
+        if record.trim() != want {
+            continue;
+        }
+        let Some(theirs) = std::fs::read_to_string(dir.join("key.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        else {
+            continue;
+        };
+        if where_it_runs(&theirs) != where_it_runs(inputs) {
+            continue;
+        }
+        let Some(key) = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(|n| WheelKey(n.to_string()))
+        else {
+            continue;
+        };
+        if let Some(found) = find(cache, &key)? {
+            let made = format!(
+                "built with {} for Python {}",
+                theirs["host_compiler"].as_str().unwrap_or("an unknown host compiler"),
+                theirs["python"].as_str().unwrap_or("?")
+            );
+            return Ok(Some((key, found, made)));
+        }
+    }
+    Ok(None)
+}
+
+/// A wheel's key inputs without what decides only how it was made: the host compiler, and the
+/// interpreter's version cut to major.minor.
+fn where_it_runs(inputs: &serde_json::Value) -> serde_json::Value {
+    let mut v = inputs.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("host_compiler");
+        if let Some(py) = o.get("python").and_then(|p| p.as_str()) {
+            let minor: Vec<&str> = py.split('.').take(2).collect();
+            o.insert("python".into(), minor.join(".").into());
+        }
+    }
+    v
+}

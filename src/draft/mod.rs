@@ -1,0 +1,471 @@
+//! `kiln recipe draft`: a `[[versions]]` entry for one release, read from the release's own
+//! artifacts for a person to review — the sdist's URL and sha256, Requires-Python, the pins of
+//! its metadata that name kiln components (as `depends`), its Linux wheels with their sha256,
+//! and the build inputs its CMake files download (`FetchContent`, as `inputs`) — each with
+//! where it came from, and how it differs from the recipe's entry for that version.
+//!
+//! It owns gathering and comparing those facts. It never writes a recipe, and it ignores what
+//! only a person can decide: which pins a source build relaxes (a wheel pins torch exactly; a
+//! recipe that builds against the torch present says a range), which inputs an arch needs, and
+//! the prose of `why`. Per-binary arch verdicts of the wheels are `kiln plan`'s.
+
+pub mod cmake;
+pub mod pypi;
+
+use std::io::Read;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::recipe::{Recipe, RecipeSet};
+
+/// A fact and where it came from (a URL, or a file:line of the sdist).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fact {
+    pub value: String,
+    pub from: String,
+}
+
+/// A file of the release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Artifact {
+    pub file: String,
+    pub url: String,
+    pub sha256: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// A pin of the release's metadata on a kiln component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pin {
+    pub component: String,
+    /// As the metadata writes it (`torch==2.14.0`).
+    pub requirement: String,
+    /// The version specifiers alone (`==2.14.0`).
+    pub spec: String,
+}
+
+/// A downloaded build input, shaped as a recipe's `[[versions.inputs]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DraftInput {
+    /// The FetchContent name with `_` as `-` (recipe input names are kebab-case).
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<String>,
+    /// A 40-hex `GIT_TAG`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rev: Option<String>,
+    /// Any other `GIT_TAG` (a tag or branch name: the recipe needs its commit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archive: Option<String>,
+    /// The submodules checked out: `None` for every one (FetchContent's default).
+    pub submodules: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subdir: Option<String>,
+    /// The variable that points the build at kiln's copy: the project's own `*_SRC_DIR`, else
+    /// FetchContent's `FETCHCONTENT_SOURCE_DIR_<NAME>` (which applies to `FetchContent_Declare`).
+    pub env: String,
+    /// Where each fact came from: the call, the repository, the tag, the override.
+    pub why: String,
+}
+
+/// One field where the draft and the recipe's entry differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub field: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft: Option<String>,
+}
+
+/// The draft of one release.
+#[derive(Debug, Clone, Serialize)]
+pub struct Draft {
+    pub component: String,
+    pub dist: String,
+    pub version: String,
+    /// The index's project page it was read from.
+    pub index: String,
+    /// Where Requires-Dist and Requires-Python were read (a wheel's core metadata, or the
+    /// sdist's PKG-INFO).
+    pub metadata_from: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires_python: Option<Fact>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sdist: Option<Artifact>,
+    pub wheels: Vec<Artifact>,
+    pub depends: Vec<Pin>,
+    pub inputs: Vec<DraftInput>,
+    /// The CMake files read for `inputs` (none without an sdist or CMake).
+    pub cmake_files: usize,
+    /// `None` when the recipe has no entry for this version (or there is no recipe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub differences: Option<Vec<Difference>>,
+    /// How many compared fields agree.
+    pub same: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DraftError {
+    #[error("{0}")]
+    Index(String),
+    #[error("cannot fetch the sdist {url}: {detail}")]
+    Sdist { url: String, detail: String },
+    #[error("cannot read the sdist {path}: {detail}")]
+    Read { path: String, detail: String },
+}
+
+/// Drafts `name` (a recipe's name or a distribution's) at `version` (the newest final release
+/// when `None`).
+pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -> Result<Draft, DraftError> {
+    let recipe = set.get(name);
+    let dist = recipe.and_then(|r| r.dist.clone()).unwrap_or_else(|| name.to_string());
+    let index = pypi::project_url(&dist);
+    let scratch = cache.join("draft");
+    let project = pypi::project(&index, &scratch).map_err(DraftError::Index)?;
+    let version = match version {
+        Some(v) => v.to_string(),
+        None => newest(&project).ok_or_else(|| DraftError::Index(format!("{index} lists no final release")))?,
+    };
+    let files: Vec<&pypi::File> = project
+        .files
+        .iter()
+        .filter(|f| f.version().as_deref() == Some(version.as_str()))
+        .collect();
+    if files.is_empty() {
+        return Err(DraftError::Index(format!("{index} lists no file of {dist} {version}")));
+    }
+    let sdist = files
+        .iter()
+        .find(|f| !f.filename.ends_with(".whl"))
+        .and_then(|f| artifact(f));
+    let wheels: Vec<Artifact> = files
+        .iter()
+        .filter(|f| f.filename.ends_with(".whl") && linux_wheel(&f.filename))
+        .filter_map(|f| artifact(f))
+        .collect();
+    // Requires-Dist from a Linux wheel's metadata (what pip installs), else the sdist's PKG-INFO.
+    let with_metadata = files
+        .iter()
+        .find(|f| f.filename.ends_with(".whl") && linux_wheel(&f.filename) && f.has_metadata());
+    let sdist_path = match &sdist {
+        Some(s) => Some(
+            crate::build::source::cached_download(&s.url, &s.sha256, cache, false, &mut |_, _| {}).map_err(|e| {
+                DraftError::Sdist {
+                    url: s.url.clone(),
+                    detail: e.to_string(),
+                }
+            })?,
+        ),
+        None => None,
+    };
+    let (metadata, metadata_from) = match (with_metadata, &sdist_path) {
+        (Some(f), _) => (
+            pypi::metadata(f, &scratch).map_err(DraftError::Index)?,
+            format!("{}.metadata", f.url),
+        ),
+        (None, Some(p)) => (
+            pkg_info(p)?,
+            format!("{} PKG-INFO", sdist.as_ref().map_or("", |s| s.file.as_str())),
+        ),
+        (None, None) => (String::new(), String::new()),
+    };
+    let requires_python = pypi::fields(&metadata, "Requires-Python").first().map(|v| Fact {
+        value: v.to_string(),
+        from: metadata_from.clone(),
+    });
+    let requires: Vec<String> = pypi::fields(&metadata, "Requires-Dist")
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let depends = pins(set, &requires);
+    let (inputs, cmake_files) = match &sdist_path {
+        Some(p) => {
+            let files = cmake_files_of(p)?;
+            (inputs_of(&cmake::fetches(&files)), files.len())
+        }
+        None => (Vec::new(), 0),
+    };
+    let mut d = Draft {
+        component: recipe.map_or_else(|| name.to_string(), |r| r.name.clone()),
+        dist,
+        version,
+        index,
+        metadata_from,
+        requires_python,
+        sdist,
+        wheels,
+        depends,
+        inputs,
+        cmake_files,
+        differences: None,
+        same: 0,
+    };
+    if let Some(r) = recipe {
+        compare(&mut d, r);
+    }
+    Ok(d)
+}
+
+/// The newest final, unyanked release the project page lists.
+fn newest(p: &pypi::Project) -> Option<String> {
+    p.files
+        .iter()
+        .filter(|f| !f.is_yanked())
+        .filter_map(|f| {
+            let v = f.version()?;
+            let parsed: pep440_rs::Version = v.parse().ok()?;
+            (!parsed.any_prerelease()).then_some((parsed, v))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, v)| v)
+}
+
+fn artifact(f: &pypi::File) -> Option<Artifact> {
+    Some(Artifact {
+        file: f.filename.clone(),
+        url: f.url.clone(),
+        sha256: f.hashes.sha256.clone()?,
+        size: f.size,
+    })
+}
+
+/// The `PKG-INFO` at the top of an sdist.
+fn pkg_info(sdist: &Path) -> Result<String, DraftError> {
+    let err = |detail: String| DraftError::Read {
+        path: sdist.display().to_string(),
+        detail,
+    };
+    let f = std::fs::File::open(sdist).map_err(|e| err(e.to_string()))?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    for entry in archive.entries().map_err(|e| err(e.to_string()))? {
+        let mut entry = entry.map_err(|e| err(e.to_string()))?;
+        let path = entry
+            .path()
+            .map_err(|e| err(e.to_string()))?
+            .to_string_lossy()
+            .to_string();
+        if path.matches('/').count() == 1 && path.ends_with("/PKG-INFO") && entry.size() < 16 << 20 {
+            let mut text = String::new();
+            entry.read_to_string(&mut text).map_err(|e| err(e.to_string()))?;
+            return Ok(text);
+        }
+    }
+    Ok(String::new())
+}
+
+/// A wheel for Linux (`manylinux`, `musllinux` or `linux` platform tags), or for any platform.
+fn linux_wheel(file: &str) -> bool {
+    let platform = file.trim_end_matches(".whl").rsplit('-').next().unwrap_or("");
+    platform.split('.').any(|p| p.contains("linux") || p == "any")
+}
+
+/// The metadata's requirements on kiln components (extras' requirements left out).
+fn pins(set: &RecipeSet, requires: &[String]) -> Vec<Pin> {
+    let mut out: Vec<Pin> = Vec::new();
+    for text in requires {
+        let Ok(req) = <pep508_rs::Requirement<pep508_rs::VerbatimUrl> as std::str::FromStr>::from_str(text) else {
+            continue;
+        };
+        if req.marker.try_to_string().is_some_and(|m| m.contains("extra")) {
+            continue;
+        }
+        let Some(r) = set
+            .recipes
+            .values()
+            .find(|r| r.dist_name().is_some_and(|d| d == req.name))
+        else {
+            continue;
+        };
+        let spec = match &req.version_or_url {
+            Some(pep508_rs::VersionOrUrl::VersionSpecifier(s)) => s.to_string(),
+            _ => String::new(),
+        };
+        if !out.iter().any(|p| p.component == r.name) {
+            out.push(Pin {
+                component: r.name.clone(),
+                requirement: text.clone(),
+                spec,
+            });
+        }
+    }
+    out
+}
+
+/// The CMake files of an sdist (`CMakeLists.txt` and `*.cmake`, top-level first), as (path
+/// inside the sdist's top directory, text).
+fn cmake_files_of(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
+    let err = |detail: String| DraftError::Read {
+        path: sdist.display().to_string(),
+        detail,
+    };
+    let name = sdist.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if !(name.ends_with(".tar.gz") || name.ends_with(".tgz")) {
+        return Ok(Vec::new());
+    }
+    let f = std::fs::File::open(sdist).map_err(|e| err(e.to_string()))?;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    let mut out = Vec::new();
+    for entry in archive.entries().map_err(|e| err(e.to_string()))? {
+        let mut entry = entry.map_err(|e| err(e.to_string()))?;
+        let path = entry
+            .path()
+            .map_err(|e| err(e.to_string()))?
+            .to_string_lossy()
+            .to_string();
+        // Inside the sdist's top directory (`vllm-0.33.0/`).
+        let inner = path.split_once('/').map_or(path.as_str(), |(_, rest)| rest).to_string();
+        let file = inner.rsplit('/').next().unwrap_or("");
+        let wanted = (file == "CMakeLists.txt" || file.ends_with(".cmake")) && entry.header().entry_type().is_file();
+        // Bounded: a CMake file larger than this is not one a person wrote.
+        if !wanted || entry.size() > 4 << 20 {
+            continue;
+        }
+        let mut text = String::new();
+        if entry.read_to_string(&mut text).is_ok() {
+            out.push((inner, text));
+        }
+    }
+    // The top-level CMakeLists.txt first: what it sets, the included files read.
+    out.sort_by_key(|(p, _)| (p != "CMakeLists.txt", p.matches('/').count(), p.clone()));
+    Ok(out)
+}
+
+/// Recipe inputs from FetchContent downloads, one per name (the first declaration with a
+/// repository wins; later ones are the same input on another branch).
+fn inputs_of(fetches: &[cmake::Fetch]) -> Vec<DraftInput> {
+    let mut out: Vec<DraftInput> = Vec::new();
+    for f in fetches {
+        let name = f.name.to_ascii_lowercase().replace('_', "-");
+        if out.iter().any(|i| i.name == name) {
+            continue;
+        }
+        let tag = f.git_tag.as_ref().map(|t| t.value.clone());
+        let is_commit = |t: &String| t.len() == 40 && t.bytes().all(|c| c.is_ascii_hexdigit());
+        let env = match &f.override_var {
+            Some(o) => o.value.clone(),
+            None => format!("FETCHCONTENT_SOURCE_DIR_{}", f.name.to_ascii_uppercase()),
+        };
+        let mut why = vec![format!("{} {} at {}", f.command, f.name, f.at)];
+        if let Some(g) = &f.git {
+            why.push(format!("GIT_REPOSITORY {} ({})", g.value, g.at));
+        }
+        if let Some(t) = &f.git_tag {
+            why.push(format!("GIT_TAG {} ({})", t.value, t.at));
+        }
+        if let Some(o) = &f.override_var {
+            why.push(format!("{} overrides it ({})", o.value, o.at));
+        }
+        out.push(DraftInput {
+            name,
+            git: f.git.as_ref().map(|g| g.value.clone()),
+            rev: tag.clone().filter(is_commit),
+            tag: tag.filter(|t| !is_commit(t)),
+            archive: f.url.as_ref().map(|u| u.value.clone()),
+            submodules: f.submodules.clone(),
+            subdir: f.source_subdir.clone(),
+            env,
+            why: why.join("; "),
+        });
+    }
+    out
+}
+
+/// Fills `differences` and `same` against the recipe's entry for the draft's version.
+fn compare(d: &mut Draft, r: &Recipe) {
+    let Ok(v) = d.version.parse::<pep440_rs::Version>() else {
+        return;
+    };
+    let Some(entry) = r.versions.iter().find(|e| e.version == v) else {
+        return;
+    };
+    let mut diffs = Vec::new();
+    let mut same = 0usize;
+    let mut check = |field: String, recipe: Option<String>, draft: Option<String>| {
+        if recipe == draft {
+            same += 1;
+        } else {
+            diffs.push(Difference { field, recipe, draft });
+        }
+    };
+    if let Some(crate::recipe::Source::Sdist { url, sha256 }) = &entry.source {
+        check(
+            "sdist".into(),
+            Some(url.clone()),
+            d.sdist.as_ref().map(|s| s.url.clone()),
+        );
+        check(
+            "sha256".into(),
+            Some(sha256.clone()),
+            d.sdist.as_ref().map(|s| s.sha256.clone()),
+        );
+    }
+    for p in &d.depends {
+        let theirs = entry
+            .depends
+            .iter()
+            .find(|x| x.name == p.component)
+            .map(|x| x.spec.as_ref().map_or_else(|| "*".to_string(), |s| s.to_string()));
+        check(format!("depends.{}", p.component), theirs, Some(p.spec.clone()));
+    }
+    for w in &entry.wheels {
+        let ours = d.wheels.iter().find(|x| x.url == w.url).map(|x| x.sha256.clone());
+        check(format!("wheel {}", w.file), Some(w.sha256.clone()), ours);
+    }
+    for i in &entry.inputs {
+        let ours = d.inputs.iter().find(|x| x.name == i.name);
+        let crate::recipe::inputs::InputSource::Git { git, rev, tag, .. } = &i.from else {
+            check(
+                format!("input {}", i.name),
+                Some("archive".into()),
+                ours.map(|_| "git".into()),
+            );
+            continue;
+        };
+        check(
+            format!("input {}.git", i.name),
+            Some(git.clone()),
+            ours.and_then(|o| o.git.clone()),
+        );
+        // A recipe may pin the commit of a tag the CMake files name: then the tag must agree.
+        match (rev, ours.and_then(|o| o.rev.clone())) {
+            (Some(theirs), Some(o)) => check(format!("input {}.rev", i.name), Some(theirs.clone()), Some(o)),
+            (None, Some(o)) => check(format!("input {}.rev", i.name), None, Some(o)),
+            _ => {}
+        }
+        if let Some(o) = ours.and_then(|o| o.tag.clone()) {
+            check(format!("input {}.tag", i.name), tag.clone(), Some(o));
+        }
+    }
+    for o in &d.inputs {
+        if !entry.inputs.iter().any(|i| i.name == o.name) {
+            check(
+                format!("input {}", o.name),
+                None,
+                Some(o.git.clone().unwrap_or_default()),
+            );
+        }
+    }
+    d.same = same;
+    d.differences = Some(diffs);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_wheels_are_kept_and_others_left_out() {
+        assert!(linux_wheel("vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"));
+        assert!(linux_wheel(
+            "x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+        ));
+        assert!(linux_wheel("x-1.0-py3-none-any.whl"));
+        assert!(!linux_wheel("x-1.0-cp312-cp312-win_amd64.whl"));
+        assert!(!linux_wheel("x-1.0-cp312-cp312-macosx_11_0_arm64.whl"));
+    }
+}

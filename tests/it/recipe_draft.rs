@@ -1,0 +1,190 @@
+//! `kiln recipe draft`: a release's `[[versions]]` entry drafted from its real artifacts on
+//! PyPI (the Simple API's JSON, PEP 691, and the core metadata beside each wheel, PEP 658) and
+//! its real sdist's CMake files, compared with what the recipe says. Ground truth: the project's
+//! recipes/vllm.toml entry for 0.33.0, written by hand from the same sdist (its sha256, the
+//! flashinfer pin of requirements/cuda.txt, the ten `[[versions.inputs]]` with their
+//! CMakeLists.txt/cmake/external_projects/*.cmake lines).
+
+use std::path::Path;
+
+use crate::common::{kiln_bare, stdout_json, text};
+
+fn recipes() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes")
+}
+
+/// The sdist (47 MB) is kept between runs, by sha256, as kiln keeps sources.
+fn cache() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-draft-cache")
+}
+
+#[test]
+fn a_draft_of_vllm_0_33_0_reproduces_the_recipes_sha256_pins_and_ten_inputs() {
+    let recipe_text = std::fs::read_to_string(recipes().join("vllm.toml")).unwrap();
+    let out = kiln_bare()
+        .arg("--recipes")
+        .arg(recipes())
+        .arg("--cache-dir")
+        .arg(cache())
+        .args(["recipe", "draft", "vllm", "0.33.0", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["version"], "0.33.0");
+    assert_eq!(
+        v["sdist"]["sha256"], "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112",
+        "{v}"
+    );
+    // A wheel's core metadata where the index serves it (PEP 658), else the sdist's PKG-INFO.
+    let from = v["metadata_from"].as_str().unwrap();
+    assert!(
+        from.ends_with(".whl.metadata") || from == "vllm-0.33.0.tar.gz PKG-INFO",
+        "{v}"
+    );
+    assert_eq!(v["requires_python"]["value"], "<3.15,>=3.11", "{v}");
+    // The wheel's pins on kiln components: flashinfer as the recipe says; torch exact, where the
+    // recipe (a build against the torch present) says the minor line.
+    let pin = |c: &str| {
+        v["depends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["component"] == c)
+            .map(|p| p["spec"].as_str().unwrap().to_string())
+    };
+    assert_eq!(pin("flashinfer").as_deref(), Some("==0.7.2.post1"), "{v}");
+    assert_eq!(pin("torch").as_deref(), Some("==2.14.0"), "{v}");
+    // The ten inputs the recipe declares, each found with the recipe's repository and commit
+    // (or tag), and the variable it sets where the recipe uses the project's own.
+    let inputs = v["inputs"].as_array().unwrap();
+    let want = [
+        (
+            "cutlass",
+            "https://github.com/nvidia/cutlass.git",
+            "v4.7.1",
+            "VLLM_CUTLASS_SRC_DIR",
+        ),
+        (
+            "triton-kernels",
+            "https://github.com/triton-lang/triton.git",
+            "v3.5.1",
+            "TRITON_KERNELS_SRC_DIR",
+        ),
+        (
+            "deepgemm",
+            "https://github.com/vllm-project/DeepGEMM.git",
+            "0820030756945b2daec208e8e8255268360f337d",
+            "DEEPGEMM_SRC_DIR",
+        ),
+        (
+            "deepselect",
+            "https://github.com/vllm-project/DeepSelect.git",
+            "d96d33afe1fab0d6066da49cdc91e64c2bee65ea",
+            "DEEPSELECT_SRC_DIR",
+        ),
+        (
+            "fmha-sm100",
+            "https://github.com/vllm-project/MSA.git",
+            "968061ab16cb14991a5c7d4c0e8eabf531be0dcf",
+            "FMHA_SM100_SRC_DIR",
+        ),
+        (
+            "flashmla",
+            "https://github.com/vllm-project/FlashMLA",
+            "e2afa5fd8c220fbd05fe03fc24c9d5e64c24641b",
+            "FLASH_MLA_SRC_DIR",
+        ),
+        (
+            "flashkda",
+            "https://github.com/vllm-project/FlashKDA.git",
+            "17a037d98da546deb4591e967cf961a43c034d8b",
+            "FLASH_KDA_SRC_DIR",
+        ),
+        (
+            "qutlass",
+            "https://github.com/IST-DASLab/qutlass.git",
+            "e74319e3405ce6d71965732880f5dc1f52371f64",
+            "QUTLASS_SRC_DIR",
+        ),
+        (
+            "tml-fa4",
+            "https://github.com/vllm-project/tml-fa4.git",
+            "75765e76a9c2c012c1f6ecd64577eb646eb4d303",
+            "TML_FA4_SRC_DIR",
+        ),
+        (
+            "vllm-flash-attn",
+            "https://github.com/vllm-project/flash-attention.git",
+            "b273a02621d3c94bc747df67204f591b67f38fae",
+            "VLLM_FLASH_ATTN_SRC_DIR",
+        ),
+    ];
+    for (name, git, pin, env) in want {
+        assert!(
+            recipe_text.contains(&format!("name = \"{name}\"")),
+            "the recipe declares {name}"
+        );
+        let i = inputs
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("no input {name} in the draft: {v}"));
+        assert_eq!(i["git"], git, "{i}");
+        let got = i["rev"].as_str().or(i["tag"].as_str()).unwrap();
+        assert_eq!(got, pin, "{i}");
+        assert_eq!(i["env"], env, "{i}");
+        assert!(
+            i["why"].as_str().unwrap().contains(".cmake:") || i["why"].as_str().unwrap().contains("CMakeLists.txt:"),
+            "{i}"
+        );
+    }
+    let triton = inputs.iter().find(|i| i["name"] == "triton-kernels").unwrap();
+    assert_eq!(triton["subdir"], "python/triton_kernels/triton_kernels", "{triton}");
+    let deepgemm = inputs.iter().find(|i| i["name"] == "deepgemm").unwrap();
+    assert_eq!(
+        deepgemm["submodules"],
+        serde_json::json!(["third-party/cutlass", "third-party/deep_jit"])
+    );
+    // Compared with the recipe: the sdist, its sha256, both wheels and every input's repository
+    // and commit agree; what differs is what a person decided or has not reviewed: the torch
+    // range of a source build, cutlass-dsl (a pin of the wheel no version entry repeats), and the
+    // CPU build's inputs (cmake/cpu_extension.cmake), which a CUDA recipe leaves out.
+    let diffs: Vec<String> = v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        diffs,
+        [
+            "depends.torch",
+            "depends.cutlass-dsl",
+            "input arm-compute",
+            "input onednn"
+        ],
+        "{v}"
+    );
+    assert!(v["same"].as_u64().unwrap() >= 25, "{v}");
+    // Nothing was written.
+    assert_eq!(
+        std::fs::read_to_string(recipes().join("vllm.toml")).unwrap(),
+        recipe_text
+    );
+}
+
+#[test]
+fn a_draft_needs_the_index_and_says_so_offline() {
+    let out = kiln_bare()
+        .arg("--cache-dir")
+        .arg(cache())
+        .args(["--offline", "recipe", "draft", "vllm", "0.33.0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("cannot run --offline"),
+        "{}",
+        text(&out.stderr)
+    );
+}
