@@ -403,3 +403,46 @@ fn try_once(
 
 #[cfg(test)]
 mod tests;
+
+/// One byte range of `url` (`Range: bytes=START-END`, or the last `-N` bytes for a suffix),
+/// with the resource's total size from `Content-Range`: for reading a few members of a large
+/// remote zip without the whole file. A server that does not answer 206 is an error, never a
+/// whole-file download; the range is read into memory, bounded by `policy.max_bytes`.
+pub fn read_range(url: &str, range: &str, policy: &Policy) -> Result<(Vec<u8>, u64), DownloadError> {
+    let agent = agent(policy)?;
+    let failed = |detail: String| DownloadError::Failed {
+        url: url.into(),
+        detail,
+        attempts: 1,
+    };
+    let mut response = agent
+        .get(url)
+        .header("Range", format!("bytes={range}"))
+        .config()
+        .timeout_recv_response(Some(policy.deadline))
+        .build()
+        .call()
+        .map_err(|e| failed(e.to_string()))?;
+    let status = response.status().as_u16();
+    if status != 206 {
+        return Err(DownloadError::Status {
+            url: url.into(),
+            status,
+        });
+    }
+    let total = response
+        .headers()
+        .get("content-range")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit('/').next())
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .ok_or_else(|| failed("the 206 answer has no Content-Range total".into()))?;
+    let mut body = Vec::new();
+    response
+        .body_mut()
+        .as_reader()
+        .take(policy.max_bytes)
+        .read_to_end(&mut body)
+        .map_err(|e| failed(e.to_string()))?;
+    Ok((body, total))
+}

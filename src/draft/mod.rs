@@ -10,14 +10,16 @@
 //! the prose of `why`. Per-binary arch verdicts of the wheels are `kiln plan`'s.
 
 pub mod cmake;
+mod compare;
 pub mod pypi;
+pub mod ranged;
 
 use std::io::Read;
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::recipe::{Recipe, RecipeSet};
+use crate::recipe::RecipeSet;
 
 /// A fact and where it came from (a URL, or a file:line of the sdist).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -99,6 +101,14 @@ pub struct Draft {
     pub sdist: Option<Artifact>,
     pub wheels: Vec<Artifact>,
     pub depends: Vec<Pin>,
+    /// For a recipe whose versions install from the index (`wheel = "torch==2.14.1"`): the
+    /// requirement a version entry names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel_requirement: Option<String>,
+    /// The CUDA runtime the wheels are built for, from their pin on NVIDIA's `cuda-toolkit` or
+    /// `nvidia-cuda-runtime` wheels (as `runtime_cuda`, major.minor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_cuda: Option<Fact>,
     pub inputs: Vec<DraftInput>,
     /// The CMake files read for `inputs` (none without an sdist or CMake).
     pub cmake_files: usize,
@@ -163,16 +173,26 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
         ),
         None => None,
     };
-    let (metadata, metadata_from) = match (with_metadata, &sdist_path) {
-        (Some(f), _) => (
+    // Else a wheel's own METADATA, read with range requests (a wheel-only release: torch).
+    let ranged = files
+        .iter()
+        .filter(|f| f.filename.ends_with(".whl") && linux_wheel(&f.filename))
+        .find(|f| f.filename.contains("x86_64"))
+        .or_else(|| files.iter().find(|f| f.filename.ends_with(".whl")));
+    let (metadata, metadata_from) = match (with_metadata, &sdist_path, ranged) {
+        (Some(f), _, _) => (
             pypi::metadata(f, &scratch).map_err(DraftError::Index)?,
             format!("{}.metadata", f.url),
         ),
-        (None, Some(p)) => (
+        (None, Some(p), _) => (
             pkg_info(p)?,
             format!("{} PKG-INFO", sdist.as_ref().map_or("", |s| s.file.as_str())),
         ),
-        (None, None) => (String::new(), String::new()),
+        (None, None, Some(w)) => (
+            ranged::wheel_metadata(&w.url).map_err(DraftError::Index)?,
+            format!("{} METADATA", w.filename),
+        ),
+        (None, None, None) => (String::new(), String::new()),
     };
     let requires_python = pypi::fields(&metadata, "Requires-Python").first().map(|v| Fact {
         value: v.to_string(),
@@ -183,6 +203,16 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
         .map(|s| s.to_string())
         .collect();
     let depends = pins(set, &requires);
+    let runtime_cuda = runtime_cuda_of(&requires).map(|value| Fact {
+        value,
+        from: metadata_from.clone(),
+    });
+    let from_index = recipe.is_some_and(|r| {
+        r.versions
+            .iter()
+            .any(|e| matches!(e.source, Some(crate::recipe::Source::Wheel { .. })))
+    });
+    let wheel_requirement = from_index.then(|| format!("{dist}=={version}"));
     let (inputs, cmake_files) = match &sdist_path {
         Some(p) => {
             let files = cmake_files_of(p)?;
@@ -200,15 +230,34 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
         sdist,
         wheels,
         depends,
+        wheel_requirement,
+        runtime_cuda,
         inputs,
         cmake_files,
         differences: None,
         same: 0,
     };
     if let Some(r) = recipe {
-        compare(&mut d, r);
+        compare::compare(&mut d, r);
     }
     Ok(d)
+}
+
+/// major.minor of a `cuda-toolkit==13.2.2` or `nvidia-cuda-runtime[-cuNN]==12.8.90` pin.
+fn runtime_cuda_of(requires: &[String]) -> Option<String> {
+    requires.iter().find_map(|text| {
+        let req = <pep508_rs::Requirement<pep508_rs::VerbatimUrl> as std::str::FromStr>::from_str(text).ok()?;
+        let name = req.name.as_ref();
+        if name != "cuda-toolkit" && !name.starts_with("nvidia-cuda-runtime") {
+            return None;
+        }
+        let Some(pep508_rs::VersionOrUrl::VersionSpecifier(spec)) = &req.version_or_url else {
+            return None;
+        };
+        let exact = spec.iter().find(|s| *s.operator() == pep440_rs::Operator::Equal)?;
+        let release = exact.version().release();
+        Some(format!("{}.{}", release.first()?, release.get(1)?))
+    })
 }
 
 /// The newest final, unyanked release the project page lists.
@@ -373,85 +422,6 @@ fn inputs_of(fetches: &[cmake::Fetch]) -> Vec<DraftInput> {
         });
     }
     out
-}
-
-/// Fills `differences` and `same` against the recipe's entry for the draft's version.
-fn compare(d: &mut Draft, r: &Recipe) {
-    let Ok(v) = d.version.parse::<pep440_rs::Version>() else {
-        return;
-    };
-    let Some(entry) = r.versions.iter().find(|e| e.version == v) else {
-        return;
-    };
-    let mut diffs = Vec::new();
-    let mut same = 0usize;
-    let mut check = |field: String, recipe: Option<String>, draft: Option<String>| {
-        if recipe == draft {
-            same += 1;
-        } else {
-            diffs.push(Difference { field, recipe, draft });
-        }
-    };
-    if let Some(crate::recipe::Source::Sdist { url, sha256 }) = &entry.source {
-        check(
-            "sdist".into(),
-            Some(url.clone()),
-            d.sdist.as_ref().map(|s| s.url.clone()),
-        );
-        check(
-            "sha256".into(),
-            Some(sha256.clone()),
-            d.sdist.as_ref().map(|s| s.sha256.clone()),
-        );
-    }
-    for p in &d.depends {
-        let theirs = entry
-            .depends
-            .iter()
-            .find(|x| x.name == p.component)
-            .map(|x| x.spec.as_ref().map_or_else(|| "*".to_string(), |s| s.to_string()));
-        check(format!("depends.{}", p.component), theirs, Some(p.spec.clone()));
-    }
-    for w in &entry.wheels {
-        let ours = d.wheels.iter().find(|x| x.url == w.url).map(|x| x.sha256.clone());
-        check(format!("wheel {}", w.file), Some(w.sha256.clone()), ours);
-    }
-    for i in &entry.inputs {
-        let ours = d.inputs.iter().find(|x| x.name == i.name);
-        let crate::recipe::inputs::InputSource::Git { git, rev, tag, .. } = &i.from else {
-            check(
-                format!("input {}", i.name),
-                Some("archive".into()),
-                ours.map(|_| "git".into()),
-            );
-            continue;
-        };
-        check(
-            format!("input {}.git", i.name),
-            Some(git.clone()),
-            ours.and_then(|o| o.git.clone()),
-        );
-        // A recipe may pin the commit of a tag the CMake files name: then the tag must agree.
-        match (rev, ours.and_then(|o| o.rev.clone())) {
-            (Some(theirs), Some(o)) => check(format!("input {}.rev", i.name), Some(theirs.clone()), Some(o)),
-            (None, Some(o)) => check(format!("input {}.rev", i.name), None, Some(o)),
-            _ => {}
-        }
-        if let Some(o) = ours.and_then(|o| o.tag.clone()) {
-            check(format!("input {}.tag", i.name), tag.clone(), Some(o));
-        }
-    }
-    for o in &d.inputs {
-        if !entry.inputs.iter().any(|i| i.name == o.name) {
-            check(
-                format!("input {}", o.name),
-                None,
-                Some(o.git.clone().unwrap_or_default()),
-            );
-        }
-    }
-    d.same = same;
-    d.differences = Some(diffs);
 }
 
 #[cfg(test)]

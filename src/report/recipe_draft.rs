@@ -25,8 +25,20 @@ pub fn entry(d: &Draft) -> String {
         let _ = writeln!(t, "sdist = {}", q(&s.url));
         let _ = writeln!(t, "sha256 = {}", q(&s.sha256));
     }
+    if let Some(w) = &d.wheel_requirement {
+        let _ = writeln!(t, "wheel = {}", q(w));
+    }
+    if let Some(c) = &d.runtime_cuda {
+        let _ = writeln!(t, "# the CUDA runtime its wheels pin ({})", c.from);
+        let _ = writeln!(t, "runtime_cuda = {}", q(&c.value));
+    }
     if let Some(p) = &d.requires_python {
-        let _ = writeln!(t, "# Requires-Python {} ({})", p.value, p.from);
+        let _ = writeln!(
+            t,
+            "# Requires-Python ({}); keep it only where it is narrower than the recipe's",
+            p.from
+        );
+        let _ = writeln!(t, "python = {}", q(&p.value));
     }
     if !d.depends.is_empty() {
         for p in &d.depends {
@@ -39,7 +51,7 @@ pub fn entry(d: &Draft) -> String {
             .collect();
         let _ = writeln!(t, "depends = {{ {} }}", pins.join(", "));
     }
-    if !d.wheels.is_empty() {
+    if !d.wheels.is_empty() && d.wheel_requirement.is_none() {
         let _ = writeln!(t, "wheels = [");
         for w in &d.wheels {
             let _ = writeln!(t, "  {{ url = {}, sha256 = {} }},", q(&w.url), q(&w.sha256));

@@ -188,3 +188,36 @@ fn a_draft_needs_the_index_and_says_so_offline() {
         text(&out.stderr)
     );
 }
+
+/// A wheel-only release (torch publishes no sdist, and this index serves no core metadata): its
+/// METADATA is read out of the remote wheel with range requests, and the draft is what the
+/// recipe's entries say — `wheel = "torch==2.14.1"`, `runtime_cuda = "13.0"` from its pin on
+/// NVIDIA's `cuda-toolkit` wheel (recipes/torch.toml, read by hand from the same metadata).
+#[test]
+fn a_draft_of_a_wheel_only_release_reads_the_wheels_metadata_remotely() {
+    let out = kiln_bare()
+        .arg("--recipes")
+        .arg(recipes())
+        .arg("--cache-dir")
+        .arg(cache())
+        .args(["recipe", "draft", "torch", "2.14.1", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["wheel_requirement"], "torch==2.14.1", "{v}");
+    assert_eq!(v["runtime_cuda"]["value"], "13.0", "{v}");
+    assert!(v["metadata_from"].as_str().unwrap().ends_with(".whl METADATA"), "{v}");
+    assert_eq!(v["requires_python"]["value"], ">=3.10", "{v}");
+    assert_eq!(v["differences"], serde_json::json!([]), "{v}");
+    assert_eq!(v["same"], 2, "{v}");
+    // Nothing of the 500 MB wheel but its central directory and METADATA came over: the sdist
+    // cache holds no torch file.
+    assert!(!cache().join("sources").read_dir().unwrap().any(|e| {
+        e.unwrap()
+            .path()
+            .read_dir()
+            .unwrap()
+            .any(|f| f.unwrap().file_name().to_string_lossy().starts_with("torch-"))
+    }));
+}
