@@ -136,16 +136,16 @@ pub(super) fn prepare(
         None => None,
     };
     let cached = match &cache_entry {
-        Some((key, _)) => {
-            let found = wheels::find(&cx.cache, key).map_err(|e| fail(Phase::Wheel, e.into()))?;
-            // A wheel taken as it is must be the one the lock names, byte for byte.
-            match (found, cx.locked_wheels.get(&step.name)) {
-                (Some(c), Some(want)) if c.sha256 != *want => {
-                    let refused = wheels::refuse(&cx.cache, key, &c, "the lock", want);
-                    return Err(fail(Phase::Wheel, refused.into()));
-                }
-                (found, _) => found,
-            }
+        Some((key, inputs)) => {
+            // Bound to this step: its distribution, version, key inputs, and (a wheel taken as
+            // it is) the one the lock names, byte for byte.
+            let want = wheels::Want {
+                dist: r.dist.as_deref().unwrap_or(&r.name),
+                version: step.version.as_deref().unwrap_or_default(),
+                inputs,
+                locked: cx.locked_wheels.get(&step.name).map(String::as_str),
+            };
+            wheels::find(&cx.cache, key, &want).map_err(|e| fail(Phase::Wheel, e.into()))?
         }
         None => None,
     };

@@ -320,12 +320,13 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
 
 /// Unpacks a bundle (whole, or split into parts: any of their names will do) into `cache`
 /// (entries already there are kept) and returns the path of its lockfile, left in a directory
-/// of its own under the cache.
-pub fn unpack(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
+/// of its own under the cache. `set` names each locked component's distribution (its wheel
+/// entries are checked against it).
+pub fn unpack(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf, BundleError> {
     let pieces = parts::of(bundle)?;
     let bundles = cache.join("bundles");
     if pieces.len() == 1 {
-        return unpack_whole(&pieces[0], cache);
+        return unpack_whole(&pieces[0], cache, set);
     }
     std::fs::create_dir_all(&bundles).map_err(|source| BundleError::Write {
         path: bundles.clone(),
@@ -333,12 +334,12 @@ pub fn unpack(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
     })?;
     let joined = bundles.join(format!("joined-{}.tar", std::process::id()));
     parts::join(&pieces, &joined)?;
-    let result = unpack_whole(&joined, cache);
+    let result = unpack_whole(&joined, cache, set);
     let _ = std::fs::remove_file(&joined);
     result
 }
 
-fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
+fn unpack_whole(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf, BundleError> {
     let dir = cache.join("bundles").join(format!(
         "{}-{}",
         bundle
@@ -366,7 +367,7 @@ fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
             source,
         })
         .and_then(|l| {
-            check::check(&dir, &l, cache).map_err(|source| BundleError::Unexpected {
+            check::check(&dir, &l, set, cache).map_err(|source| BundleError::Unexpected {
                 bundle: bundle.to_path_buf(),
                 source,
             })
