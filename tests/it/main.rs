@@ -37,6 +37,7 @@ mod sglang;
 mod smoke;
 mod sources;
 mod stack;
+mod store;
 mod truth;
 mod txn;
 mod typed;
