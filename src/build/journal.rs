@@ -323,6 +323,23 @@ pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
     Ok(out)
 }
 
+/// What the journals in `cache` still need, each with its journal: the backup directory and
+/// the snapshot of an unfinished step (what the next kiln rolls back from). A journal that
+/// cannot be read names nothing (every command stops on it first, see [`recover`]).
+pub fn held(cache: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(cache.join("journal")).into_iter().flatten().flatten() {
+        let Ok(entry) = read_entry(&e.path()) else { continue };
+        if !entry.backup_dir.as_os_str().is_empty() {
+            out.push((entry.backup_dir.clone(), e.path()));
+        }
+        if let Some(s) = &entry.snapshot {
+            out.push((s.dir.clone(), e.path()));
+        }
+    }
+    out
+}
+
 /// Removes what the step installed, puts the backup back, then the whole environment as the
 /// snapshot has it.
 fn roll_back(entry: &Entry, log: &Path) -> Result<usize, String> {

@@ -206,7 +206,9 @@ fn bound(
             .map(pep440_rs::Version::without_local)
     };
     let same_version = public(&version).is_some() && public(&version) == public(locked.public_version());
-    if component != locked.name || !same_version || source != locked.source {
+    // A local tree is locked by its path and keyed by its contents (`tree:<hash>`).
+    let same_source = source == locked.source || (locked.source.starts_with("path:") && source.starts_with("tree:"));
+    if component != locked.name || !same_version || !same_source {
         return Err(Unbound::OtherComponent {
             locked: shown::text(&locked.name),
             locked_version: shown::text(&locked.version),

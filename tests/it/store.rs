@@ -238,3 +238,50 @@ fn an_entry_without_its_record_is_refused_not_trusted_on_first_use() {
     assert_eq!(greeting(&node).unwrap(), "hello, x");
     assert!(entry.join("wheel.sha256").is_file());
 }
+
+#[test]
+fn cache_clean_while_another_kiln_verifies_leaves_what_that_kiln_holds() {
+    use crate::crash::{kill, pending_2_0_0, spawn, version, wait_for};
+    let (w, hooks) = pending_2_0_0();
+    let mark = hooks.join("importing");
+    let env = [
+        ("HOOK_DIR", hooks.to_str().unwrap()),
+        ("HOOK_IMPORT_MARK", mark.to_str().unwrap()),
+    ];
+    let mut kiln = spawn(&w, &w.python, &env, &["install", "fixture-pure"]);
+    wait_for(&mark, &mut kiln);
+
+    // kiln verifies 2.0.0 (its backup of 1.0.0 in the cache): a clean of everything skips what
+    // it holds, and says so.
+    let out = w.kiln().args(["cache", "clean", "--all"]).output().unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(said.contains("skipped work/fixture-pure-"), "{said}");
+    assert!(
+        said.contains("needs it to put an environment back")
+            || said.contains(&format!("a live kiln holds it: pid {}", kiln.id())),
+        "{said}"
+    );
+    let work: Vec<_> = std::fs::read_dir(w.cache.join("work")).unwrap().flatten().collect();
+    assert_eq!(work.len(), 1, "{said}");
+
+    // Interrupted, that kiln puts the environment back from its backup.
+    kill(&mut kiln, "-INT");
+    let out = kiln.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(!err.contains("RESTORE FAILED"), "{err}");
+    assert!(err.contains("the previous kiln-fixture-pure was restored"), "{err}");
+    assert_eq!(version(&w), "1.0.0");
+
+    // With no kiln left, a clean removes the rest and skips nothing.
+    let out = w.kiln().args(["cache", "clean"]).output().unwrap();
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(!said.contains("skipped"), "{said}");
+    assert_eq!(
+        std::fs::read_dir(w.cache.join("work")).map_or(0, |d| d.count()),
+        0,
+        "{said}"
+    );
+}
