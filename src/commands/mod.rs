@@ -49,6 +49,7 @@ impl From<SessionError> for Failure {
 /// Runs the parsed command line: first puts back what a killed kiln left half done.
 pub fn run(cli: Cli) -> ExitCode {
     crate::process::group::on_interrupt();
+    crate::process::group::become_subreaper();
     let result = match cli.global.settings() {
         Ok(s) => {
             // Every command but `cache clean` says it uses the cache while it runs, so that a
