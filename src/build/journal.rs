@@ -30,7 +30,6 @@
 //! It deliberately ignores what the snapshot does not cover (files outside site-packages and
 //! the scripts directory).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -85,14 +84,8 @@ fn file_of(cache: &Path, python: &Path) -> PathBuf {
 }
 
 fn write(path: &Path, entry: &Entry) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&serde_json::to_vec_pretty(entry).map_err(std::io::Error::other)?)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    let bytes = serde_json::to_vec_pretty(entry).map_err(std::io::Error::other)?;
+    crate::store::atomic::write(path, &bytes, crate::store::atomic::Sync::Durable)
 }
 
 impl Open {

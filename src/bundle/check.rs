@@ -262,7 +262,8 @@ fn listing(dir: &Path, rel: &Path) -> Vec<(String, PathBuf, bool)> {
         .map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            (name.clone(), rel.join(name), is_dir)
+            // The path keeps the name's own bytes, for messages to show them escaped.
+            (name, rel.join(e.file_name()), is_dir)
         })
         .collect();
     out.sort();

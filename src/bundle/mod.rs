@@ -58,11 +58,13 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
             // reader refuses it, and so does this, for a lock made some other way.
             "sha256" if !crate::lock::is_sha256(value) => missing.push(format!(
                 "{}: `{}` is not an sdist's sha256 (64 hex digits)",
-                comp.name, comp.source
+                crate::shown::text(&comp.name),
+                crate::shown::text(&comp.source)
             )),
             "wheel" if !crate::lock::is_sha256(value) => missing.push(format!(
                 "{}: `{}` is not a wheel's sha256 (64 hex digits)",
-                comp.name, comp.source
+                crate::shown::text(&comp.name),
+                crate::shown::text(&comp.source)
             )),
             // A prebuilt wheel is fetched into the source cache by its sha256, as an sdist is.
             "sha256" | "wheel" => {
@@ -102,7 +104,8 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
             "index" => {} // its wheel is in the wheelhouse
             _ => c.left_out.push(format!(
                 "{}: `{}` is not bundled; the target must have it installed",
-                comp.name, comp.source
+                crate::shown::text(&comp.name),
+                crate::shown::text(&comp.source)
             )),
         }
         inputs_of(comp, set, cache, &mut c, &mut missing);

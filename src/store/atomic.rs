@@ -30,9 +30,11 @@ pub fn write(path: &Path, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // Mode 0666 less the umask, as a file written in place would be (not tempfile's 0600).
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     if sync == Sync::Durable {

@@ -285,3 +285,56 @@ fn cache_clean_while_another_kiln_verifies_leaves_what_that_kiln_holds() {
         "{said}"
     );
 }
+
+#[test]
+fn names_from_a_bundle_or_a_lock_are_escaped_in_messages() {
+    let w = World::new();
+    let python = w.py("import platform; print(platform.python_version())").unwrap();
+    let lock = format!(
+        "format = 1\n\n[environment]\npython = \"{python}\"\narchs = []\n\n[[component]]\nname = \"fixture-pure\"\nversion = \"1.0.0\"\nsource = \"installed\"\n"
+    );
+    // A bundle member whose name holds a newline, a terminal escape and a byte that is not UTF-8.
+    let bundle = w.dir.path().join("names.tar");
+    sh(
+        w.dir.path(),
+        &[
+            "python3",
+            "-c",
+            "import io, sys, tarfile\n\
+             with tarfile.open(sys.argv[1], 'w', format=tarfile.GNU_FORMAT, encoding='utf-8', errors='surrogateescape') as t:\n\
+             \x20   for name, data in [('kiln.lock', sys.argv[2].encode()), ('sources/evil\\nkiln: installed\\x1b[2J\\udcff', b'x')]:\n\
+             \x20       m = tarfile.TarInfo(name)\n\
+             \x20       m.size = len(data)\n\
+             \x20       t.addfile(m, io.BytesIO(data))",
+            bundle.to_str().unwrap(),
+            &lock,
+        ],
+    );
+    let out = w.kiln().args(["install", "--bundle"]).arg(&bundle).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("sources/evil\\nkiln: installed\\u{1b}[2J\\xff"), "{err}");
+    assert!(!out.stderr.contains(&0x1b), "a raw escape reached the terminal: {err}");
+    assert!(
+        !err.lines().any(|l| l.starts_with("kiln: installed")),
+        "a faked line: {err}"
+    );
+
+    // A lock value of the wrong shape is shown escaped at its line.
+    let hostile = w.dir.path().join("hostile.lock");
+    std::fs::write(
+        &hostile,
+        lock.replace("version = \"1.0.0\"", "version = \"1.0\\n\\u001b[2Jok\""),
+    )
+    .unwrap();
+    let out = w
+        .kiln()
+        .args(["install", "--locked", "--lock"])
+        .arg(&hostile)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("`1.0\\n\\u{1b}[2Jok` is not a version"), "{err}");
+    assert!(!out.stderr.contains(&0x1b), "a raw escape reached the terminal: {err}");
+}
