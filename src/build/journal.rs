@@ -134,6 +134,19 @@ impl Open {
         write(&self.path, &self.entry)
     }
 
+    /// Writes down a change of `component`'s files that no installer makes (kiln's own files,
+    /// `install --aot`): nothing to uninstall and no backup; a rollback puts the snapshot back.
+    pub fn files_only(&mut self, component: &str, dist: &str) -> std::io::Result<()> {
+        let e = &mut self.entry;
+        e.component = component.to_string();
+        e.dist = dist.to_string();
+        e.state = State::Installing;
+        e.backup = None;
+        e.backup_dir = PathBuf::new();
+        e.uninstall.clear();
+        write(&self.path, &self.entry)
+    }
+
     /// The step is verified, and the run goes on as one transaction: until the run is done a
     /// kill rolls it back with the rest (its backup is gone; the snapshot covers it).
     pub fn step_proven(&mut self) -> std::io::Result<()> {

@@ -24,6 +24,7 @@ mod commit;
 pub mod compile;
 pub mod events;
 pub mod failure;
+pub mod guarded;
 pub mod inputs;
 pub mod install;
 pub mod journal;
