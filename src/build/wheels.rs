@@ -173,7 +173,7 @@ pub enum Why {
 )]
 pub struct Refused {
     pub wheel: PathBuf,
-    pub why: Why,
+    pub why: Box<Why>,
     /// Where the entry is now.
     pub moved: PathBuf,
 }
@@ -262,7 +262,11 @@ fn quarantine(cache: &Path, dir: &Path, wheel: PathBuf, why: Why) -> Refused {
     if done.is_err() {
         let _ = std::fs::remove_dir_all(dir);
     }
-    Refused { wheel, why, moved }
+    Refused {
+        wheel,
+        why: Box::new(why),
+        moved,
+    }
 }
 
 /// A fresh place under `<cache>/quarantine/` for something named `name`.

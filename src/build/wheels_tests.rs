@@ -114,7 +114,7 @@ fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
     };
     let r = find(&cache, &key, &locked).unwrap_err();
     assert!(
-        matches!(&r.why, Why::Differs { whose, .. } if whose == "the lock"),
+        matches!(&*r.why, Why::Differs { whose, .. } if whose == "the lock"),
         "{r}"
     );
     assert!(r.moved.starts_with(cache.join("quarantine")), "{r}");
@@ -126,7 +126,7 @@ fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
     std::fs::write(&kept, b"something else").unwrap();
     let r = find(&cache, &key, &want(&json)).unwrap_err();
     assert!(
-        matches!(&r.why, Why::Differs { whose, .. } if whose == "its cache entry"),
+        matches!(&*r.why, Why::Differs { whose, .. } if whose == "its cache entry"),
         "{r}"
     );
     assert!(r.to_string().contains("was moved aside to"), "{r}");
@@ -143,7 +143,7 @@ fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
         b"import os; os.system('evil')\n",
     );
     let r = find(&cache, &key, &want(&json)).unwrap_err();
-    assert_eq!(r.why, Why::NoRecord, "{r}");
+    assert_eq!(*r.why, Why::NoRecord, "{r}");
     assert_eq!(lookup(&cache, &key), None);
 
     // F1: a consistent entry (record, key.json) holding another distribution's wheel, or kept
@@ -158,8 +158,8 @@ fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
         std::fs::write(dir.join(KEY_JSON), inputs_of.to_string()).unwrap();
         let r = find(&cache, &key, &want(&json)).unwrap_err();
         match dist {
-            "evil" => assert!(matches!(r.why, Why::Contents { .. }), "{r}"),
-            _ => assert_eq!(r.why, Why::OtherKey, "{r}"),
+            "evil" => assert!(matches!(*r.why, Why::Contents { .. }), "{r}"),
+            _ => assert_eq!(*r.why, Why::OtherKey, "{r}"),
         }
         assert_eq!(lookup(&cache, &key), None);
     }

@@ -39,7 +39,7 @@ pub enum Unexpected {
     #[error("its wheel-cache entry `{entry}` {why}; it was moved aside to {}", moved.display())]
     Unbound {
         entry: String,
-        why: Unbound,
+        why: Box<Unbound>,
         moved: PathBuf,
     },
 }
@@ -178,12 +178,12 @@ fn bound(
     got: &str,
     locked: &crate::lock::Locked,
     set: &RecipeSet,
-) -> Result<(), Unbound> {
+) -> Result<(), Box<Unbound>> {
     let record = crate::state::read(&dir.join(entry).join("wheel.sha256"), 1024, "")
         .ok()
         .flatten();
     if record.is_none_or(|r| String::from_utf8_lossy(&r).trim() != got) {
-        return Err(Unbound::Record { got: got.to_string() });
+        return Err(Unbound::Record { got: got.to_string() }.into());
     }
     let inputs: serde_json::Value =
         crate::state::read_json(&dir.join(entry).join("key.json"), crate::state::RECORD_LIMIT, "")
@@ -196,7 +196,7 @@ fn bound(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     if key.0 != name {
-        return Err(Unbound::OtherKey { hashes: key.0 });
+        return Err(Unbound::OtherKey { hashes: key.0 }.into());
     }
     let field = |k: &str| inputs.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
     let (component, version, source) = (field("component"), field("version"), field("source"));
@@ -209,14 +209,14 @@ fn bound(
     // A local tree is locked by its path and keyed by its contents (`tree:<hash>`).
     let same_source = source == locked.source || (locked.source.starts_with("path:") && source.starts_with("tree:"));
     if component != locked.name || !same_version || !same_source {
-        return Err(Unbound::OtherComponent {
+        return Err(Box::new(Unbound::OtherComponent {
             locked: shown::text(&locked.name),
             locked_version: shown::text(&locked.version),
             locked_source: shown::text(&locked.source),
             component: shown::text(&component),
             version: shown::text(&version),
             from: shown::text(&source),
-        });
+        }));
     }
     let dist = set
         .get(&locked.name)
@@ -226,10 +226,12 @@ fn bound(
         dist: &dist,
         version: &version,
     };
-    crate::store::wheel::check(&dir.join(wheel), want).map_err(|mismatch| Unbound::Contents {
-        dist: shown::text(&dist),
-        version: shown::text(&version),
-        mismatch,
+    crate::store::wheel::check(&dir.join(wheel), want).map_err(|mismatch| {
+        Box::new(Unbound::Contents {
+            dist: shown::text(&dist),
+            version: shown::text(&version),
+            mismatch,
+        })
     })
 }
 
