@@ -190,7 +190,7 @@ fn bound(
             .ok()
             .flatten()
             .ok_or(Unbound::NoKey)?;
-    let key = crate::build::wheels::WheelKey::of_recorded(&inputs).ok_or(Unbound::NoKey)?;
+    let key = crate::store::wheels::WheelKey::of_recorded(&inputs).ok_or(Unbound::NoKey)?;
     let name = entry
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -237,7 +237,7 @@ fn bound(
 
 /// Moves a refused entry of the unpacked bundle aside to `<cache>/quarantine/` (or removes it).
 fn move_aside(dir: &Path, entry: &Path, cache: &Path) -> PathBuf {
-    let moved = crate::build::wheels::quarantine_path(
+    let moved = crate::store::wheels::quarantine_path(
         cache,
         &format!(
             "bundle-wheel-{}",

@@ -19,7 +19,7 @@ pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
     }) = action
     else {
         let parts = cache_dir::parts(cache);
-        let unverified: Vec<show::Unverified> = crate::build::wheels::unverified(cache)
+        let unverified: Vec<show::Unverified> = crate::store::wheels::unverified(cache)
             .into_iter()
             .map(|(wheel, u)| show::Unverified { wheel, why: u.why })
             .collect();

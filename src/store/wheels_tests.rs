@@ -104,7 +104,7 @@ fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
     let cache = tmp.path().join("cache");
     let kept = store(&cache, &key, &json, &wheel, IS).unwrap();
     let found = find(&cache, &key, &want(&json)).unwrap().unwrap();
-    assert_eq!(found.sha256, crate::build::source::sha256_file(&wheel).unwrap());
+    assert_eq!(found.sha256, crate::store::sha256_file(&wheel).unwrap());
 
     // A lock that names another wheel: refused, moved aside.
     let zeros = "0".repeat(64);
@@ -153,7 +153,7 @@ fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
         let dir = key.dir(&cache);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::copy(&planted, dir.join(planted.file_name().unwrap())).unwrap();
-        let sha = crate::build::source::sha256_file(&planted).unwrap();
+        let sha = crate::store::sha256_file(&planted).unwrap();
         std::fs::write(dir.join(SHA256), sha).unwrap();
         std::fs::write(dir.join(KEY_JSON), inputs_of.to_string()).unwrap();
         let r = find(&cache, &key, &want(&json)).unwrap_err();

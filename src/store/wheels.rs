@@ -205,7 +205,7 @@ pub fn find(cache: &Path, key: &WheelKey, want: &Want) -> Result<Option<Cached>,
     let Some(record) = record else {
         return refuse(Why::NoRecord);
     };
-    let got = super::source::sha256_file(&wheel).unwrap_or_else(|e| format!("none: {e}"));
+    let got = super::sha256_file(&wheel).unwrap_or_else(|e| format!("none: {e}"));
     if record != got {
         return refuse(Why::Differs {
             whose: "its cache entry".into(),
@@ -271,7 +271,7 @@ fn quarantine(cache: &Path, dir: &Path, wheel: PathBuf, why: Why) -> Refused {
 
 /// A fresh place under `<cache>/quarantine/` for something named `name`.
 pub fn quarantine_path(cache: &Path, name: &str) -> PathBuf {
-    let stamp = super::run_stamp();
+    let stamp = super::stamp();
     (0..)
         .map(|n| cache.join("quarantine").join(format!("{name}-{stamp}-{n}")))
         .find(|p| !p.exists())
@@ -382,7 +382,7 @@ fn put(
         crate::store::wheel::check(&tmp.join(name), is)
             .map_err(|m| std::io::Error::other(format!("it is not the wheel of {} {}: {m}", is.dist, is.version)))?;
         std::fs::File::open(tmp.join(name))?.sync_all()?;
-        let sha = super::source::sha256_file(&tmp.join(name)).map_err(std::io::Error::other)?;
+        let sha = super::sha256_file(&tmp.join(name))?;
         use crate::store::atomic::{Sync, write};
         write(&tmp.join(SHA256), sha.as_bytes(), Sync::Durable)?;
         let text = serde_json::to_string_pretty(inputs).unwrap_or_default();
