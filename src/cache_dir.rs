@@ -11,6 +11,14 @@
 //! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
 //! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
 //!
+//! Cleaning never removes what a kiln still needs ([`Guard`]): an entry an install journal
+//! names (the backup and snapshot a rollback restores from, whether that kiln is live or was
+//! killed), a wheel-cache entry whose lock a kiln holds, a scratch entry stamped with the pid of
+//! a live kiln (`work/<step>-<secs>-<pid>`, `logs/<secs>-<pid>`, `bundles/<name>-<pid>`), and,
+//! while any kiln uses the cache, the entries that carry no owner (sources, mirrors, wheels,
+//! JIT and AOT entries, smoke scratch). Each is skipped and said why. `kiln cache clean` holds
+//! `locks/clean.lock` while it cleans, so no kiln starts meanwhile (`build::locks::live`).
+//!
 //! It deliberately ignores uv's and pip's own caches.
 
 use std::path::{Path, PathBuf};
@@ -96,12 +104,90 @@ fn size(path: &Path) -> u64 {
     }
 }
 
-/// Removes `part` (one of [`PARTS`]) except the entries (paths relative to the cache) in `keep`;
-/// returns the bytes freed.
-pub fn clean(cache: &Path, part: &str, keep: &[String]) -> std::io::Result<u64> {
+/// Who still needs a cache entry that cleaning skipped.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Needed {
+    /// An install journal names it: what a rollback restores from.
+    Journal { journal: PathBuf },
+    /// A live kiln holds it (its lock, or its pid in the entry's name).
+    Kiln { holder: crate::build::locks::Holder },
+    /// A kiln uses the cache, and nothing says which entries of this part it reads.
+    InUse { holder: crate::build::locks::Holder },
+}
+
+/// An entry cleaning left where it is, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    /// Relative to the cache.
+    pub entry: String,
+    pub needed: Needed,
+}
+
+/// What live kilns and journals hold in a cache, read once before cleaning.
+pub struct Guard {
+    live: Vec<crate::build::locks::Holder>,
+    journaled: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Guard {
+    /// Call while holding `build::locks::cleaning`, so that no kiln starts in between.
+    pub fn of(cache: &Path) -> Guard {
+        Guard {
+            live: crate::build::locks::live_kilns(cache),
+            journaled: crate::build::journal::held(cache),
+        }
+    }
+
+    /// Why `entry` of `part` must stay, if it must.
+    fn needed(&self, cache: &Path, part: &str, entry: &Path) -> Option<Needed> {
+        if let Some((_, journal)) = self.journaled.iter().find(|(p, _)| p.starts_with(entry)) {
+            return Some(Needed::Journal {
+                journal: journal.clone(),
+            });
+        }
+        let name = entry
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if part == "wheels" {
+            let lock = crate::build::locks::entry_lock(cache, &name);
+            if lock.exists() && crate::build::locks::try_take(&lock).is_none() {
+                let holder = crate::build::locks::holder(&lock)?;
+                return Some(Needed::Kiln { holder });
+            }
+        }
+        if matches!(part, "work" | "logs" | "bundles")
+            && let Some(pid) = stamped_pid(&name)
+        {
+            let holder = self.live.iter().find(|h| h.pid == pid)?;
+            return Some(Needed::Kiln { holder: holder.clone() });
+        }
+        if matches!(part, "quarantine" | "probe") {
+            return None; // no kiln reads these while it runs (the probe cache is computed again)
+        }
+        let holder = self.live.first()?;
+        Some(Needed::InUse { holder: holder.clone() })
+    }
+}
+
+/// The pid a scratch entry's name ends with (`fixture-pure-1796180264-4242`,
+/// `bundle-4242.log`), if it ends with a number.
+fn stamped_pid(name: &str) -> Option<u32> {
+    let stem = name
+        .strip_suffix(".log")
+        .or_else(|| name.strip_suffix(".tar"))
+        .unwrap_or(name);
+    stem.rsplit('-').next()?.parse().ok()
+}
+
+/// Removes `part` (one of [`PARTS`]) except the entries (paths relative to the cache) in `keep`
+/// and those `guard` says a kiln still needs; returns the bytes freed and what was skipped.
+pub fn clean(cache: &Path, part: &str, keep: &[String], guard: &Guard) -> std::io::Result<(u64, Vec<Skipped>)> {
     let dir = cache.join(part);
+    let mut skipped = Vec::new();
     if !dir.exists() {
-        return Ok(0);
+        return Ok((0, skipped));
     }
     let kept: Vec<PathBuf> = keep.iter().map(|k| cache.join(k)).collect();
     let mut freed = 0;
@@ -111,6 +197,19 @@ pub fn clean(cache: &Path, part: &str, keep: &[String]) -> std::io::Result<u64> 
         if kept.iter().any(|k| k == &entry) {
             continue;
         }
+        if let Some(needed) = guard.needed(cache, part, &entry) {
+            let rel = entry.strip_prefix(cache).unwrap_or(&entry);
+            skipped.push(Skipped {
+                entry: rel.display().to_string(),
+                needed,
+            });
+            continue;
+        }
+        // A wheel entry is removed under its lock: a kiln about to take it waits.
+        let _entry_lock = (part == "wheels")
+            .then(|| entry.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .flatten()
+            .and_then(|key| crate::build::locks::try_take(&crate::build::locks::entry_lock(cache, &key)));
         freed += size(&entry);
         if entry.is_dir() {
             std::fs::remove_dir_all(&entry)?;
@@ -118,7 +217,7 @@ pub fn clean(cache: &Path, part: &str, keep: &[String]) -> std::io::Result<u64> 
             std::fs::remove_file(&entry)?;
         }
     }
-    Ok(freed)
+    Ok((freed, skipped))
 }
 
 /// Every path exactly `depth` levels below `dir` (`wheels/` entries sit at depth 2, under a

@@ -26,7 +26,9 @@
 //!   [`bundle`] packs a lock with the cached sources and wheels it needs, for air-gapped nodes.
 //! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling) and the run rules;
 //!   [`process`] is the one subprocess wrapper; [`compile_cache`] drives sccache with a shared
-//!   backend so a fleet compiles each translation unit once.
+//!   backend so a fleet compiles each translation unit once; [`store`] writes kiln's state files
+//!   atomically and checks a wheel against what its cache key says it is; [`shown`] escapes
+//!   names from outside in messages.
 //! * [`settings`] is what the command line decides, typed once ([`cli`] builds it); [`session`]
 //!   is the pipeline as plain data (probe, assess, solve, plan, execute) for the commands.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
@@ -50,4 +52,6 @@ pub mod report;
 pub mod resolve;
 pub mod session;
 pub mod settings;
+pub mod shown;
 pub mod state;
+pub mod store;

@@ -272,9 +272,7 @@ pub fn write(path: &Path, lock: &Lock) -> Result<(), LockError> {
         path: path.to_path_buf(),
         source,
     };
-    let tmp = path.with_extension("lock.tmp");
-    std::fs::write(&tmp, render(lock)).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    crate::store::atomic::write(path, render(lock).as_bytes(), crate::store::atomic::Sync::Durable).map_err(err)
 }
 
 /// One field in which the environment differs from the lock.

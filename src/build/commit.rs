@@ -54,6 +54,11 @@ pub(super) fn commit(
     let fail = |phase, e| BuildFailure::new(&step.name, phase, e);
     let r = recipe_of(step, cx)?;
     let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
+    // What a wheel kept in the wheel cache must be.
+    let is = wheels::Expected {
+        dist: &dist,
+        version: step.version.as_deref().unwrap_or_default(),
+    };
     let installed = cx.facts.dists.get(&normalize(&dist));
     let backup_dir = p.work.join("backup");
     // What the component replaces under other names goes out first, backed up with it.
@@ -102,12 +107,14 @@ pub(super) fn commit(
             // The rest of the environment (what the step added beside it, what the run did
             // before it) is put back by the transaction, once this step is out of the way.
             f.restored = put_back(&restored, backup.as_ref(), &log);
-            f.wheel = fault.and_then(|fault| wheel_fate(&cx.cache, &p, *fault)).map(Box::new);
+            f.wheel = fault
+                .and_then(|fault| wheel_fate(&cx.cache, &p, is, *fault))
+                .map(Box::new);
             return Err(f);
         }
     };
     let _ = std::fs::remove_dir_all(&backup_dir);
-    let wheel = keep_wheel(&cx.cache, &p, &log_of(cx, step, Phase::Wheel));
+    let wheel = keep_wheel(&cx.cache, &p, is, &log_of(cx, step, Phase::Wheel));
     clean_up(&p.work, wheel.as_deref());
     Ok(StepDone {
         wheel,
@@ -356,7 +363,7 @@ fn put_back(dist: &str, backup: Option<&Backup>, log: &Path) -> Restored {
 /// What becomes of the wheel after a failed verification: kept unverified when the failure is
 /// outside it ([`blame`]); a wheel that fails in its own files is not kept (and an unverified
 /// cache entry it came from is removed). A cached wheel some run verified stays as it is.
-fn wheel_fate(cache: &Path, p: &Prepared, fault: Fault) -> Option<WheelFate> {
+fn wheel_fate(cache: &Path, p: &Prepared, is: wheels::Expected, fault: Fault) -> Option<WheelFate> {
     let wheel = p.wheel.as_ref()?;
     if p.from_cache && p.unverified.is_none() {
         return None;
@@ -373,7 +380,7 @@ fn wheel_fate(cache: &Path, p: &Prepared, fault: Fault) -> Option<WheelFate> {
                 let error = "what decides its binary is not all known (an ABI dependency's fingerprint)".into();
                 return Some(WheelFate::NotKept { why, error });
             };
-            Some(match wheels::store_unverified(cache, key, inputs, wheel, &why) {
+            Some(match wheels::store_unverified(cache, key, inputs, wheel, is, &why) {
                 Ok(path) => WheelFate::Kept { path, why },
                 Err(e) => WheelFate::NotKept {
                     why,
@@ -387,12 +394,12 @@ fn wheel_fate(cache: &Path, p: &Prepared, fault: Fault) -> Option<WheelFate> {
 /// Keeps a verified wheel in the wheel cache (an unverified entry it came from is verified
 /// now); returns where the wheel now is. A cache that cannot be written costs a later rebuild,
 /// not this install: said in the wheel log.
-fn keep_wheel(cache: &Path, p: &Prepared, wheel_log: &Path) -> Option<PathBuf> {
+fn keep_wheel(cache: &Path, p: &Prepared, is: wheels::Expected, wheel_log: &Path) -> Option<PathBuf> {
     let verified_before = p.from_cache && p.unverified.is_none();
     let (false, Some((key, inputs)), Some(w)) = (verified_before, &p.cache_entry, &p.wheel) else {
         return p.wheel.clone();
     };
-    match wheels::store(cache, key, inputs, w) {
+    match wheels::store(cache, key, inputs, w, is) {
         Ok(kept) => Some(kept),
         Err(e) => {
             let note = format!("\n# not kept in the wheel cache: {e}\n");

@@ -153,7 +153,11 @@ impl CompileCache {
         let local = log.with_extension("sccache-local");
         let thread = {
             let (server, stop, backend) = (server.clone(), stop.clone(), self.backend.clone());
-            std::thread::spawn(move || watch(&server, &stop, &backend, &local))
+            let step_scope = crate::process::group::current();
+            std::thread::spawn(move || {
+                let _in = crate::process::group::within(step_scope);
+                watch(&server, &stop, &backend, &local)
+            })
         };
         StepCache {
             run: Some((socket, ready.cuda.is_ok())),

@@ -30,7 +30,6 @@
 //! It deliberately ignores what the snapshot does not cover (files outside site-packages and
 //! the scripts directory).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -85,14 +84,8 @@ fn file_of(cache: &Path, python: &Path) -> PathBuf {
 }
 
 fn write(path: &Path, entry: &Entry) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&serde_json::to_vec_pretty(entry).map_err(std::io::Error::other)?)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    let bytes = serde_json::to_vec_pretty(entry).map_err(std::io::Error::other)?;
+    crate::store::atomic::write(path, &bytes, crate::store::atomic::Sync::Durable)
 }
 
 impl Open {
@@ -138,6 +131,19 @@ impl Open {
         e.uninstall = std::iter::once(uninstall.program.clone())
             .chain(uninstall.args.iter().cloned())
             .collect();
+        write(&self.path, &self.entry)
+    }
+
+    /// Writes down a change of `component`'s files that no installer makes (kiln's own files,
+    /// `install --aot`): nothing to uninstall and no backup; a rollback puts the snapshot back.
+    pub fn files_only(&mut self, component: &str, dist: &str) -> std::io::Result<()> {
+        let e = &mut self.entry;
+        e.component = component.to_string();
+        e.dist = dist.to_string();
+        e.state = State::Installing;
+        e.backup = None;
+        e.backup_dir = PathBuf::new();
+        e.uninstall.clear();
         write(&self.path, &self.entry)
     }
 
@@ -321,6 +327,23 @@ pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
         out.push(Recovered { entry, result, log });
     }
     Ok(out)
+}
+
+/// What the journals in `cache` still need, each with its journal: the backup directory and
+/// the snapshot of an unfinished step (what the next kiln rolls back from). A journal that
+/// cannot be read names nothing (every command stops on it first, see [`recover`]).
+pub fn held(cache: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(cache.join("journal")).into_iter().flatten().flatten() {
+        let Ok(entry) = read_entry(&e.path()) else { continue };
+        if !entry.backup_dir.as_os_str().is_empty() {
+            out.push((entry.backup_dir.clone(), e.path()));
+        }
+        if let Some(s) = &entry.snapshot {
+            out.push((s.dir.clone(), e.path()));
+        }
+    }
+    out
 }
 
 /// Removes what the step installed, puts the backup back, then the whole environment as the

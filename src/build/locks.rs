@@ -12,7 +12,14 @@
 //! Each holds who holds it ([`Holder`]: pid, command line, since when), written once the lock is
 //! taken, so that a kiln that has to wait can say for whom.
 //!
-//! It deliberately ignores readers: `doctor` and `plan` take no lock.
+//! Every kiln command but `kiln cache clean` also says that it is using a cache: it holds
+//! `locks/live-<pid>.lock` for its whole run ([`live`]), registered under a shared lock on
+//! `locks/clean.lock`, which `kiln cache clean` holds exclusively while it cleans
+//! ([`cleaning`]): so a clean sees every kiln that started before it ([`live_kilns`]), and a
+//! kiln that starts during a clean waits until it is over.
+//!
+//! It deliberately ignores readers of an environment: `doctor` and `plan` take no
+//! environment lock.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
@@ -173,6 +180,80 @@ pub fn take(path: &Path, what: &str, wait: bool, waiting: impl FnOnce(&Holder)) 
 /// Takes the lock at `path` only when nobody holds it: `None` when another kiln does.
 pub fn try_take(path: &Path) -> Option<Held> {
     take(path, "", false, |_| {}).ok()
+}
+
+/// Says that this kiln uses `cache` until the returned lock is dropped (see the module doc);
+/// waits while a `kiln cache clean` runs. `None` when the cache cannot be written (nothing of
+/// this kiln's can then be there to clean).
+pub fn live(cache: &Path) -> Option<Held> {
+    let gate = open(&cache.join("locks").join("clean.lock")).ok()?;
+    gate.lock_shared().ok()?;
+    let held = take(
+        &cache.join("locks").join(format!("live-{}.lock", std::process::id())),
+        "this kiln",
+        true,
+        |_| {},
+    )
+    .ok();
+    drop(gate);
+    held
+}
+
+/// Holds `locks/clean.lock` exclusively: no kiln starts using `cache` until it is dropped.
+pub fn cleaning(cache: &Path) -> Result<File, LockError> {
+    let path = cache.join("locks").join("clean.lock");
+    let io = |error| LockError::Io {
+        path: path.clone(),
+        error,
+    };
+    let gate = open(&path).map_err(io)?;
+    gate.lock().map_err(io)?;
+    Ok(gate)
+}
+
+/// The kilns other than this one that are using `cache` now ([`live`]); the lock files of
+/// kilns that are gone are removed.
+pub fn live_kilns(cache: &Path) -> Vec<Holder> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(cache.join("locks")).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("live-")
+            .and_then(|n| n.strip_suffix(".lock"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        match try_take(&e.path()) {
+            // Free: that kiln is gone.
+            Some(_free) => {
+                let _ = std::fs::remove_file(e.path());
+            }
+            None => out.push(holder(&e.path()).unwrap_or(Holder {
+                pid,
+                command: "kiln".into(),
+                since: now(),
+            })),
+        }
+    }
+    out.sort_by_key(|h| h.pid);
+    out
+}
+
+fn open(path: &Path) -> std::io::Result<File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
 }
 
 #[cfg(test)]

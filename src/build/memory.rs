@@ -83,12 +83,8 @@ fn path(cache: &Path, host: &str, component: &str) -> PathBuf {
 /// Keeps `m` as this machine's latest measurement of its component (replacing the last).
 pub fn record(cache: &Path, m: &Measured) -> std::io::Result<()> {
     let p = path(cache, &host(), &m.component);
-    if let Some(dir) = p.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = p.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(m).map_err(std::io::Error::other)?)?;
-    std::fs::rename(tmp, p)
+    let bytes = serde_json::to_vec_pretty(m).map_err(std::io::Error::other)?;
+    crate::store::atomic::write(&p, &bytes, crate::store::atomic::Sync::Cache)
 }
 
 /// This machine's latest measurement of `component`, if any.

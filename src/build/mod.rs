@@ -24,10 +24,10 @@ mod commit;
 pub mod compile;
 pub mod events;
 pub mod failure;
+pub mod guarded;
 pub mod inputs;
 pub mod install;
 pub mod journal;
-pub mod locked_wheel;
 pub mod locks;
 pub mod memory;
 pub mod owned;
@@ -43,7 +43,8 @@ mod step;
 mod tools;
 pub mod txn;
 mod wheel;
-pub mod wheels;
+/// The wheel cache lives in the store; builds reach it here.
+pub use crate::store::wheels;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -201,8 +202,5 @@ pub struct RunReport {
 
 /// A name for this run: seconds since the epoch and the process id.
 pub fn run_stamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    format!("{secs}-{}", std::process::id())
+    crate::store::stamp()
 }

@@ -104,9 +104,7 @@ pub fn add(site: &Path, info: &Path, files: &[(String, Content<'_>)]) -> std::io
 /// there: a reader never sees half a file, and a snapshot's link to the old file
 /// (`super::snapshot`) keeps the old bytes.
 pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("kiln-tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    crate::store::atomic::write(path, bytes, crate::store::atomic::Sync::Durable)
 }
 
 /// Copies through a temporary name, so a reader never sees half a file.

@@ -51,7 +51,12 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
                 let known = q.latest.clone().unwrap_or_else(|| cx.facts.clone());
                 let tx = tx.clone();
                 scope.spawn(move || {
-                    let _ = tx.send((i, claim, prepare(step, plan, cx, &known, reporter)));
+                    // What the build leaves running ends with it, whether it built or failed.
+                    let ended = {
+                        let _leftovers = crate::process::group::scope();
+                        prepare(step, plan, cx, &known, reporter)
+                    };
+                    let _ = tx.send((i, claim, ended));
                 });
             }
             if running == 0 {
@@ -65,7 +70,12 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
             if prepared.is_ok() && !txn.open_for_more() {
                 continue; // built after the transaction was rolled back: not installed
             }
-            match prepared.and_then(|p| commit(step, plan, cx, p, reporter, &mut txn)) {
+            let committed = prepared.and_then(|p| {
+                // What the install and verification leave running ends with the step.
+                let _leftovers = crate::process::group::scope();
+                commit(step, plan, cx, p, reporter, &mut txn)
+            });
+            match committed {
                 Ok(done) => {
                     q.finished(i, step, outcome(step, since, StepResult::Done, Some(&done)), reporter);
                     let before = q.latest.take();

@@ -11,10 +11,7 @@
 pub mod archive;
 pub mod git;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
 
 use crate::process::CommandFailed;
 use crate::recipe::Source;
@@ -282,20 +279,9 @@ pub fn cached_download(
     Ok(dest)
 }
 
+/// The sha256 of the regular file `path` (`crate::store::sha256_file`), as a source error.
 pub fn sha256_file(path: &Path) -> Result<String, SourceError> {
-    let mut f = archive::open_regular(path).map_err(io(format!("cannot read {}", path.display())))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(io(format!("cannot read {}", path.display())))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
+    crate::store::sha256_file(path).map_err(io(format!("cannot hash {}", path.display())))
 }
 
 /// Copies a local source tree for a build, leaving out `.git` directories.

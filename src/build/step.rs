@@ -138,23 +138,23 @@ pub(super) fn prepare(
     let mut made_elsewhere = None;
     let cached = match &cache_entry {
         Some((key, inputs)) => {
-            let found = wheels::find(&cx.cache, key).map_err(|e| fail(Phase::Wheel, e.into()))?;
-            // A wheel taken as it is must be the one the lock names, byte for byte.
-            match (found, cx.locked_wheels.get(&step.name)) {
-                (Some(c), Some(want)) if c.sha256 != *want => {
-                    let refused = wheels::refuse(&cx.cache, key, &c, "the lock", want);
-                    return Err(fail(Phase::Wheel, refused.into()));
-                }
+            // Bound to this step: its distribution, version, key inputs, and (a wheel taken as
+            // it is) the one the lock names, byte for byte.
+            let want = wheels::Want {
+                dist: r.dist.as_deref().unwrap_or(&r.name),
+                version: step.version.as_deref().unwrap_or_default(),
+                inputs,
+                locked: cx.locked_wheels.get(&step.name).map(String::as_str),
+            };
+            match wheels::find(&cx.cache, key, &want).map_err(|e| fail(Phase::Wheel, e.into()))? {
+                Some(c) => Some(c),
                 // The lock's own wheel, made on another host (a bundle brings it).
-                (None, Some(want)) => {
-                    let other = super::locked_wheel::find_locked(&cx.cache, want, inputs)
-                        .map_err(|e| fail(Phase::Wheel, e.into()))?;
-                    other.map(|(_, c, made)| {
+                None => crate::store::locked_wheel::find_locked(&cx.cache, &want)
+                    .map_err(|e| fail(Phase::Wheel, e.into()))?
+                    .map(|(_, c, made)| {
                         made_elsewhere = Some(made);
                         c
-                    })
-                }
-                (found, _) => found,
+                    }),
             }
         }
         None => None,

@@ -137,8 +137,10 @@ impl WheelJob<'_> {
     fn watched(&self, command: &Cmd) -> Result<(), CommandFailed> {
         let log = self.log(Phase::Wheel);
         let (tx, rx) = mpsc::channel::<()>();
+        let step_scope = crate::process::group::current();
         std::thread::scope(|scope| {
             let run = scope.spawn(|| {
+                let _in = crate::process::group::within(step_scope);
                 let ran = command.run_logged(&log);
                 let _ = tx.send(());
                 ran

@@ -1,10 +1,18 @@
 //! What an unpacked bundle may hold: exactly what `kiln bundle` would put in it for its lock
 //! (see [`super::contents`]), checked before anything moves into the cache. `sources/<sha256>`
 //! for each locked sdist or build-input archive, `git/<mirror>` when the lock has a git source
-//! or git build input (submodules' mirrors included), `wheels/<xx>/<key>`
-//! whose one wheel has a sha256 the lock names (and that its entry records), `aot/<key>`, and
-//! `wheelhouse/*.whl` files. Anything else is refused, naming it; a wheel the lock does not
-//! name is moved aside under `<cache>/quarantine/` and named too.
+//! or git build input (submodules' mirrors included), `wheels/<xx>/<key>`, `aot/<key>`, and
+//! `wheelhouse/*.whl` files. Anything else is refused, naming it (escaped: names come from the
+//! bundle).
+//!
+//! A wheel-cache entry may come in only when its contents match its key, so that a bundle can
+//! never plant a wheel that a later ordinary install takes for another component: its one
+//! wheel has a sha256 some locked component names, and its record says the same; its
+//! `key.json` hashes to the entry's name (the key it is filed under) and names that
+//! component, version and source; and the wheel is a wheel of that component's distribution at
+//! that version whose files match its RECORD (`crate::store::wheel`). An entry that fails is
+//! moved aside under `<cache>/quarantine/`, and the whole bundle is refused, naming the member
+//! and why, before anything moves into the cache.
 //!
 //! It deliberately ignores what is inside a source or a mirror (the build checks an sdist's
 //! hash and git checks its objects) and what an `aot` entry holds (its manifest is read when
@@ -15,6 +23,8 @@ use std::path::{Path, PathBuf};
 
 use crate::build::source::sha256_file;
 use crate::lock::Lock;
+use crate::recipe::RecipeSet;
+use crate::shown;
 
 /// Why an unpacked bundle was refused.
 #[derive(Debug, thiserror::Error)]
@@ -26,11 +36,45 @@ pub enum Unexpected {
         moved.display()
     )]
     Wheel { entry: String, got: String, moved: PathBuf },
+    #[error("its wheel-cache entry `{entry}` {why}; it was moved aside to {}", moved.display())]
+    Unbound {
+        entry: String,
+        why: Box<Unbound>,
+        moved: PathBuf,
+    },
 }
 
-/// Checks the bundle unpacked at `dir` against its `lock`; a refused wheel entry is moved to
-/// a quarantine under `cache`.
-pub fn check(dir: &Path, lock: &Lock, cache: &Path) -> Result<(), Unexpected> {
+/// How a bundled wheel-cache entry does not match its key.
+#[derive(Debug, thiserror::Error)]
+pub enum Unbound {
+    #[error("has no wheel.sha256 record, or one that is not its wheel's sha256 ({got})")]
+    Record { got: String },
+    #[error("has no key.json of the shape kiln writes")]
+    NoKey,
+    #[error("is filed under a key its key.json does not hash to (it hashes to {hashes})")]
+    OtherKey { hashes: String },
+    #[error(
+        "holds the wheel the lock names for {locked} ({locked_version}, {locked_source}), but its key is for {component} {version} from {from}"
+    )]
+    OtherComponent {
+        locked: String,
+        locked_version: String,
+        locked_source: String,
+        component: String,
+        version: String,
+        from: String,
+    },
+    #[error("holds a wheel that is not {dist} {version}'s: {mismatch}")]
+    Contents {
+        dist: String,
+        version: String,
+        mismatch: crate::store::wheel::Mismatch,
+    },
+}
+
+/// Checks the bundle unpacked at `dir` against its `lock` (the distribution of each component
+/// from `set`); a refused wheel entry is moved to a quarantine under `cache`.
+pub fn check(dir: &Path, lock: &Lock, set: &RecipeSet, cache: &Path) -> Result<(), Unexpected> {
     // Each component's source and its declared build inputs.
     let identities = || {
         lock.components
@@ -42,12 +86,7 @@ pub fn check(dir: &Path, lock: &Lock, cache: &Path) -> Result<(), Unexpected> {
         .filter_map(|s| s.strip_prefix("sha256:").or_else(|| s.strip_prefix("wheel:")))
         .collect();
     let has_git = identities().any(|s| s.starts_with("git:"));
-    let wheels: BTreeSet<&str> = lock
-        .components
-        .iter()
-        .filter_map(|c| c.wheel_sha256.as_deref())
-        .collect();
-    let not_named = |rel: &Path| Unexpected::NotNamed(rel.display().to_string());
+    let not_named = |rel: &Path| Unexpected::NotNamed(shown::path(rel));
     for (top, rel, is_dir) in listing(dir, Path::new("")) {
         let ok = match top.as_str() {
             "kiln.lock" => !is_dir,
@@ -87,32 +126,118 @@ pub fn check(dir: &Path, lock: &Lock, cache: &Path) -> Result<(), Unexpected> {
             if !is_dir || !crate::lock::is_sha256(&name) || !name.starts_with(&shard) {
                 return Err(not_named(&entry));
             }
-            wheel_entry(dir, &entry, &wheels, cache)?;
+            wheel_entry(dir, &entry, lock, set, cache)?;
         }
     }
     Ok(())
 }
 
 /// A wheel cache entry: its files are the wheel, `key.json`, `wheel.sha256` and maybe
-/// `unverified.json`; the wheel's sha256 is one the lock names and the one its record says.
-fn wheel_entry(dir: &Path, entry: &Path, named: &BTreeSet<&str>, cache: &Path) -> Result<(), Unexpected> {
+/// `unverified.json`, and its contents match its key (see the module doc).
+fn wheel_entry(dir: &Path, entry: &Path, lock: &Lock, set: &RecipeSet, cache: &Path) -> Result<(), Unexpected> {
     let files = listing(dir, entry);
     let whl: Vec<&(String, PathBuf, bool)> = files.iter().filter(|(n, _, _)| n.ends_with(".whl")).collect();
     for (name, rel, is_dir) in &files {
         let known = ["key.json", "wheel.sha256", "unverified.json"].contains(&name.as_str()) || name.ends_with(".whl");
         if *is_dir || !known {
-            return Err(Unexpected::NotNamed(rel.display().to_string()));
+            return Err(Unexpected::NotNamed(shown::path(rel)));
         }
     }
     let [(_, wheel, _)] = whl[..] else {
-        return Err(Unexpected::NotNamed(entry.display().to_string()));
+        return Err(Unexpected::NotNamed(shown::path(entry)));
     };
     let got = sha256_file(&dir.join(wheel)).unwrap_or_else(|e| format!("none ({e})"));
-    let record = std::fs::read_to_string(dir.join(entry).join("wheel.sha256")).ok();
-    if named.contains(got.as_str()) && record.is_none_or(|r| r.trim() == got) {
-        return Ok(());
+    let Some(locked) = lock
+        .components
+        .iter()
+        .find(|c| c.wheel_sha256.as_deref() == Some(got.as_str()))
+    else {
+        let moved = move_aside(dir, entry, cache);
+        return Err(Unexpected::Wheel {
+            entry: shown::path(wheel),
+            got,
+            moved,
+        });
+    };
+    match bound(dir, entry, wheel, &got, locked, set) {
+        Ok(()) => Ok(()),
+        Err(why) => Err(Unexpected::Unbound {
+            entry: shown::path(entry),
+            why,
+            moved: move_aside(dir, entry, cache),
+        }),
     }
-    let moved = crate::build::wheels::quarantine_path(
+}
+
+/// Whether the entry at `entry` (its wheel `wheel`, of sha256 `got`) is what its key says and
+/// the wheel the lock names for `locked`.
+fn bound(
+    dir: &Path,
+    entry: &Path,
+    wheel: &Path,
+    got: &str,
+    locked: &crate::lock::Locked,
+    set: &RecipeSet,
+) -> Result<(), Box<Unbound>> {
+    let record = crate::state::read(&dir.join(entry).join("wheel.sha256"), 1024, "")
+        .ok()
+        .flatten();
+    if record.is_none_or(|r| String::from_utf8_lossy(&r).trim() != got) {
+        return Err(Unbound::Record { got: got.to_string() }.into());
+    }
+    let inputs: serde_json::Value =
+        crate::state::read_json(&dir.join(entry).join("key.json"), crate::state::RECORD_LIMIT, "")
+            .ok()
+            .flatten()
+            .ok_or(Unbound::NoKey)?;
+    let key = crate::store::wheels::WheelKey::of_recorded(&inputs).ok_or(Unbound::NoKey)?;
+    let name = entry
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if key.0 != name {
+        return Err(Unbound::OtherKey { hashes: key.0 }.into());
+    }
+    let field = |k: &str| inputs.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let (component, version, source) = (field("component"), field("version"), field("source"));
+    let public = |v: &str| {
+        v.parse::<pep440_rs::Version>()
+            .ok()
+            .map(pep440_rs::Version::without_local)
+    };
+    let same_version = public(&version).is_some() && public(&version) == public(locked.public_version());
+    // A local tree is locked by its path and keyed by its contents (`tree:<hash>`).
+    let same_source = source == locked.source || (locked.source.starts_with("path:") && source.starts_with("tree:"));
+    if component != locked.name || !same_version || !same_source {
+        return Err(Box::new(Unbound::OtherComponent {
+            locked: shown::text(&locked.name),
+            locked_version: shown::text(&locked.version),
+            locked_source: shown::text(&locked.source),
+            component: shown::text(&component),
+            version: shown::text(&version),
+            from: shown::text(&source),
+        }));
+    }
+    let dist = set
+        .get(&locked.name)
+        .and_then(|r| r.dist.clone())
+        .unwrap_or_else(|| locked.name.clone());
+    let want = crate::store::wheel::Expected {
+        dist: &dist,
+        version: &version,
+    };
+    crate::store::wheel::check(&dir.join(wheel), want).map_err(|mismatch| {
+        Box::new(Unbound::Contents {
+            dist: shown::text(&dist),
+            version: shown::text(&version),
+            mismatch,
+        })
+    })
+}
+
+/// Moves a refused entry of the unpacked bundle aside to `<cache>/quarantine/` (or removes it).
+fn move_aside(dir: &Path, entry: &Path, cache: &Path) -> PathBuf {
+    let moved = crate::store::wheels::quarantine_path(
         cache,
         &format!(
             "bundle-wheel-{}",
@@ -126,11 +251,7 @@ fn wheel_entry(dir: &Path, entry: &Path, named: &BTreeSet<&str>, cache: &Path) -
     if done.is_err() {
         let _ = std::fs::remove_dir_all(dir.join(entry));
     }
-    Err(Unexpected::Wheel {
-        entry: wheel.display().to_string(),
-        got,
-        moved,
-    })
+    moved
 }
 
 /// The members directly below `rel` in `dir`: name, path relative to `dir`, whether a
@@ -143,7 +264,8 @@ fn listing(dir: &Path, rel: &Path) -> Vec<(String, PathBuf, bool)> {
         .map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
-            (name.clone(), rel.join(name), is_dir)
+            // The path keeps the name's own bytes, for messages to show them escaped.
+            (name, rel.join(e.file_name()), is_dir)
         })
         .collect();
     out.sort();

@@ -58,11 +58,13 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
             // reader refuses it, and so does this, for a lock made some other way.
             "sha256" if !crate::lock::is_sha256(value) => missing.push(format!(
                 "{}: `{}` is not an sdist's sha256 (64 hex digits)",
-                comp.name, comp.source
+                crate::shown::text(&comp.name),
+                crate::shown::text(&comp.source)
             )),
             "wheel" if !crate::lock::is_sha256(value) => missing.push(format!(
                 "{}: `{}` is not a wheel's sha256 (64 hex digits)",
-                comp.name, comp.source
+                crate::shown::text(&comp.name),
+                crate::shown::text(&comp.source)
             )),
             // A prebuilt wheel is fetched into the source cache by its sha256, as an sdist is.
             "sha256" | "wheel" => {
@@ -102,7 +104,8 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
             "index" => {} // its wheel is in the wheelhouse
             _ => c.left_out.push(format!(
                 "{}: `{}` is not bundled; the target must have it installed",
-                comp.name, comp.source
+                crate::shown::text(&comp.name),
+                crate::shown::text(&comp.source)
             )),
         }
         inputs_of(comp, set, cache, &mut c, &mut missing);
@@ -320,12 +323,13 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
 
 /// Unpacks a bundle (whole, or split into parts: any of their names will do) into `cache`
 /// (entries already there are kept) and returns the path of its lockfile, left in a directory
-/// of its own under the cache.
-pub fn unpack(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
+/// of its own under the cache. `set` names each locked component's distribution (its wheel
+/// entries are checked against it).
+pub fn unpack(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf, BundleError> {
     let pieces = parts::of(bundle)?;
     let bundles = cache.join("bundles");
     if pieces.len() == 1 {
-        return unpack_whole(&pieces[0], cache);
+        return unpack_whole(&pieces[0], cache, set);
     }
     std::fs::create_dir_all(&bundles).map_err(|source| BundleError::Write {
         path: bundles.clone(),
@@ -333,12 +337,12 @@ pub fn unpack(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
     })?;
     let joined = bundles.join(format!("joined-{}.tar", std::process::id()));
     parts::join(&pieces, &joined)?;
-    let result = unpack_whole(&joined, cache);
+    let result = unpack_whole(&joined, cache, set);
     let _ = std::fs::remove_file(&joined);
     result
 }
 
-fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
+fn unpack_whole(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf, BundleError> {
     let dir = cache.join("bundles").join(format!(
         "{}-{}",
         bundle
@@ -366,7 +370,7 @@ fn unpack_whole(bundle: &Path, cache: &Path) -> Result<PathBuf, BundleError> {
             source,
         })
         .and_then(|l| {
-            check::check(&dir, &l, cache).map_err(|source| BundleError::Unexpected {
+            check::check(&dir, &l, set, cache).map_err(|source| BundleError::Unexpected {
                 bundle: bundle.to_path_buf(),
                 source,
             })

@@ -124,7 +124,7 @@ pub fn of(given: &Path) -> Result<Vec<PathBuf>, PartsError> {
 fn names(parts: &[PathBuf]) -> String {
     parts
         .iter()
-        .map(|p| p.display().to_string())
+        .map(|p| crate::shown::path(p))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -19,7 +19,7 @@ pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
     }) = action
     else {
         let parts = cache_dir::parts(cache);
-        let unverified: Vec<show::Unverified> = crate::build::wheels::unverified(cache)
+        let unverified: Vec<show::Unverified> = crate::store::wheels::unverified(cache)
             .into_iter()
             .map(|(wheel, u)| show::Unverified { wheel, why: u.why })
             .collect();
@@ -55,16 +55,23 @@ pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
     if *all {
         parts.extend(["probe", "jit"]);
     }
+    // No kiln starts using the cache while it is cleaned; what live kilns and journals hold
+    // stays.
+    let _cleaning = crate::build::locks::cleaning(cache).map_err(|e| Failure::User(e.to_string()))?;
+    let guard = cache_dir::Guard::of(cache);
     let mut freed = Vec::new();
+    let mut skipped = Vec::new();
     for part in parts {
-        let bytes = cache_dir::clean(cache, part, &kept)
+        let (bytes, left) = cache_dir::clean(cache, part, &kept, &guard)
             .map_err(|e| Failure::User(format!("cannot clean {}: {e}", cache.join(part).display())))?;
         freed.push((part, bytes));
+        skipped.extend(left);
     }
     let doc = show::Cleaned {
         cache,
         freed: &freed,
         kept: &kept,
+        skipped: &skipped,
     };
     if settings.json {
         report::json_doc(&doc);

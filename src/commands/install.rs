@@ -277,7 +277,8 @@ fn write_proven(settings: &Settings, after: &Session) -> CmdResult {
 /// offline.
 pub fn run_bundle(settings: &Settings, targets: &[String], dry_run: bool, bundle: &Path) -> CmdResult {
     let cache = &settings.cache_dir;
-    let lock = crate::bundle::unpack(bundle, cache).map_err(|e| Failure::User(e.to_string()))?;
+    let set = load_recipes(settings)?;
+    let lock = crate::bundle::unpack(bundle, cache, &set).map_err(|e| Failure::User(e.to_string()))?;
     let settings = Settings {
         offline: true,
         ..settings.clone()

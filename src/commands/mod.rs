@@ -50,8 +50,15 @@ impl From<SessionError> for Failure {
 /// Runs the parsed command line: first puts back what a killed kiln left half done.
 pub fn run(cli: Cli) -> ExitCode {
     crate::process::group::on_interrupt();
+    crate::process::group::become_subreaper();
     let result = match cli.global.settings() {
-        Ok(s) => recover(&s).and_then(|()| dispatch(&s, &cli.command)),
+        Ok(s) => {
+            // Every command but `cache clean` says it uses the cache while it runs, so that a
+            // clean leaves what it holds alone.
+            let cleans = matches!(&cli.command, Command::Cache(c) if c.action.is_some());
+            let _live = (!cleans).then(|| crate::build::locks::live(&s.cache_dir));
+            recover(&s).and_then(|()| dispatch(&s, &cli.command))
+        }
         Err(e) => Err(Failure::Usage(e.to_string())),
     };
     if crate::process::interrupted() {

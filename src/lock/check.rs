@@ -84,21 +84,24 @@ pub(super) fn check(text: &str) -> Vec<Bad> {
         if pep508_rs::PackageName::from_str(c.name.get_ref()).is_err() {
             bad(
                 &c.name,
-                format!("`{}` is not a component name", c.name.get_ref()),
+                format!("`{}` is not a component name", crate::shown::text(c.name.get_ref())),
                 "a name is letters, digits, `-`, `_` and `.`, as the recipe file's name; write the lock again with `kiln lock`",
             );
         }
         if pep440_rs::Version::from_str(c.version.get_ref()).is_err() {
             bad(
                 &c.version,
-                format!("`{}` is not a version (PEP 440)", c.version.get_ref()),
+                format!(
+                    "`{}` is not a version (PEP 440)",
+                    crate::shown::text(c.version.get_ref())
+                ),
                 "write the lock again with `kiln lock`",
             );
         }
         if let Some(why) = source_problem(c.source.get_ref()) {
             bad(
                 &c.source,
-                format!("source `{}`: {why}", c.source.get_ref()),
+                format!("source `{}`: {why}", crate::shown::text(c.source.get_ref())),
                 "a source is `sha256:<64 hex digits>`, `wheel:<64 hex digits>`, `git:<commit>`, `path:<dir>`, `index:<requirement>` or `installed`; write the lock again with `kiln lock`",
             );
         }
@@ -112,7 +115,11 @@ pub(super) fn check(text: &str) -> Vec<Bad> {
             if !fine {
                 bad(
                     v,
-                    format!("build input `{name}` = `{value}`: not a `git:<commit>` or `sha256:<64 hex digits>`"),
+                    format!(
+                        "build input `{}` = `{}`: not a `git:<commit>` or `sha256:<64 hex digits>`",
+                        crate::shown::text(name),
+                        crate::shown::text(value)
+                    ),
                     "write the lock again with `kiln lock`",
                 );
             }
@@ -127,7 +134,10 @@ pub(super) fn check(text: &str) -> Vec<Bad> {
         if let Some(w) = c.wheel_sha256.as_ref().filter(|w| !is_sha256(w.get_ref())) {
             bad(
                 w,
-                format!("wheel_sha256 `{}` is not 64 hex digits", w.get_ref()),
+                format!(
+                    "wheel_sha256 `{}` is not 64 hex digits",
+                    crate::shown::text(w.get_ref())
+                ),
                 "write the lock again with `kiln lock`",
             );
         }

@@ -188,19 +188,8 @@ fn read<T: for<'de> Deserialize<'de>>(file: &Path) -> Option<T> {
 
 /// Writes atomically (temp file + rename) so a concurrent reader never sees half an entry.
 fn write<T: Serialize>(file: &Path, value: &T) {
-    let Some(dir) = file.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
-    let tmp = dir.join(format!(
-        ".{}.{}",
-        file.file_name().map(|f| f.to_string_lossy()).unwrap_or_default(),
-        std::process::id()
-    ));
-    if let Ok(bytes) = serde_json::to_vec(value)
-        && std::fs::write(&tmp, bytes).is_ok()
-    {
-        let _ = std::fs::rename(&tmp, file);
+    if let Ok(bytes) = serde_json::to_vec(value) {
+        let _ = crate::store::atomic::write(file, &bytes, crate::store::atomic::Sync::Cache);
     }
 }
 

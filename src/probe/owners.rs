@@ -56,11 +56,9 @@ pub fn fill_cached(facts: &mut PythonFacts, packages: &[String], cache: &Path) {
         owners: facts.owners.clone(),
     });
     // A cache that cannot be written costs the next run a read of the RECORDs, nothing else.
-    if let (Ok(text), Some(dir)) = (text, file.parent()) {
-        let tmp = file.with_extension("json.tmp");
-        let _ = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::write(&tmp, text))
-            .and_then(|()| std::fs::rename(&tmp, &file));
+    // Concurrent `doctor` runs each rename a whole file of their own (no shared temporary name).
+    if let Ok(text) = text {
+        let _ = crate::store::atomic::write(&file, &text, crate::store::atomic::Sync::Cache);
     }
 }
 

@@ -64,12 +64,8 @@ pub fn cached(python: &Path, cache: &Path, refresh: bool) -> Result<Vec<String>,
         return Ok(tags);
     }
     let tags = supported(python)?;
-    if let (Some(dir), Ok(bytes)) = (file.parent(), serde_json::to_vec(&tags)) {
-        let _ = std::fs::create_dir_all(dir);
-        let tmp = file.with_extension(format!("json.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, bytes).is_ok() {
-            let _ = std::fs::rename(&tmp, &file);
-        }
+    if let Ok(bytes) = serde_json::to_vec(&tags) {
+        let _ = crate::store::atomic::write(&file, &bytes, crate::store::atomic::Sync::Cache);
     }
     Ok(tags)
 }

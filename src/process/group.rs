@@ -14,19 +14,191 @@
 //!   (only commands marked [`super::Cmd::restoring`] may still start) and the command exits 130
 //!   when it returns (see [`interrupted`]).
 //!
+//! - what a step leaves running ends with the step ([`scope`]): every command started inside a
+//!   scope carries `KILN_SCOPE=<kiln pid>.<kiln start time>.<scope>` in its environment, which
+//!   its children inherit, daemons that `setsid` out of the group included; when the scope ends
+//!   (the step succeeded or failed) what is left of its groups and every process carrying its
+//!   tag is killed. kiln is a child subreaper ([`become_subreaper`], `PR_SET_CHILD_SUBREAPER`),
+//!   so orphans are re-parented to kiln rather than to init, and the ones it kills are reaped;
+//!   after a `kill -9` of kiln the next kiln kills every process tagged by a kiln that is gone
+//!   ([`reap_leftovers`]), daemons included.
+//!
 //! It also reads a group's CPU time from `/proc` (the stall limit of builds). It deliberately
 //! ignores what the programs are and what an interrupted command must put back: the caller
-//! holds a [`Hold`] and does that.
+//! holds a [`Hold`] and does that. A daemon that clears its environment and leaves its group is
+//! only re-parented, not found.
 
+use std::cell::Cell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static HOLDS: AtomicUsize = AtomicUsize::new(0);
 static PIPE: AtomicI32 = AtomicI32::new(-1);
 static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+static NEXT_SCOPE: AtomicU64 = AtomicU64::new(1);
+static SCOPES: Mutex<Option<HashMap<u64, Vec<u32>>>> = Mutex::new(None);
+
+thread_local! {
+    /// The scope commands started on this thread belong to (0: none).
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The environment variable that tags every process kiln starts with its scope.
+pub const SCOPE_VAR: &str = "KILN_SCOPE";
+
+/// Makes kiln a child subreaper (Linux): orphans of what it started become its children, not
+/// init's, so what a step left running can be killed and reaped by kiln.
+pub fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// What runs on this thread until the returned value is dropped belongs to one scope (a
+/// step); dropping it kills what is left of the scope's processes (see the module doc).
+#[must_use]
+pub struct Scope {
+    id: u64,
+    outer: u64,
+}
+
+pub fn scope() -> Scope {
+    let id = NEXT_SCOPE.fetch_add(1, Ordering::SeqCst);
+    SCOPES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(id, Vec::new());
+    let outer = CURRENT.with(|c| c.replace(id));
+    Scope { id, outer }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.outer));
+        let groups = SCOPES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .and_then(|m| m.remove(&self.id))
+            .unwrap_or_default();
+        end_scope(&tag_of(self.id), &groups);
+    }
+}
+
+/// The scope of this thread (0: none), to carry to a thread that starts commands for it.
+pub fn current() -> u64 {
+    CURRENT.with(Cell::get)
+}
+
+/// Runs this thread's commands in scope `id` (from [`current`] on another thread) until dropped;
+/// ending the scope stays its owner's job.
+#[must_use]
+pub struct Within(u64);
+
+pub fn within(id: u64) -> Within {
+    Within(CURRENT.with(|c| c.replace(id)))
+}
+
+impl Drop for Within {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+/// The tag of scope `id` of this kiln.
+fn tag_of(id: u64) -> String {
+    let me = std::process::id();
+    format!("{me}.{}.{id}", start_time(me).unwrap_or(0))
+}
+
+/// The tag a command started now carries (`KILN_SCOPE`'s value).
+pub(super) fn tag() -> String {
+    tag_of(CURRENT.with(Cell::get))
+}
+
+/// Kills what is left of `groups` and every process tagged `tag`, and reaps those that were
+/// re-parented to kiln.
+fn end_scope(tag: &str, groups: &[u32]) {
+    let me = std::process::id();
+    let mut killed = Vec::new();
+    // A few rounds: a member may fork while it is being killed.
+    for _ in 0..5 {
+        let mut found: Vec<u32> = groups.iter().flat_map(|&g| members(g)).map(|(p, _)| p).collect();
+        found.extend(tagged(|t| t == tag));
+        found.retain(|&p| p != me);
+        if found.is_empty() {
+            break;
+        }
+        for &pid in &found {
+            kill_pid(pid);
+        }
+        killed.extend(found);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    killed.sort_unstable();
+    killed.dedup();
+    reap(&killed);
+}
+
+/// Waits for those of `pids` that are kiln's children now (orphans re-parented to it), for at
+/// most a second each in all.
+fn reap(pids: &[u32]) {
+    let me = u64::from(std::process::id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    for &pid in pids {
+        let Ok(p) = i32::try_from(pid) else { continue };
+        loop {
+            let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| t.rsplit(')').next()?.split_whitespace().nth(1)?.parse::<u64>().ok());
+            if parent != Some(me) {
+                break;
+            }
+            let mut status = 0;
+            // SAFETY: waits only for this one pid, which is kiln's child and was killed.
+            let r = unsafe { libc::waitpid(p, &mut status, libc::WNOHANG) };
+            if r != 0 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// Every live process whose `KILN_SCOPE` satisfies `wanted`.
+fn tagged(wanted: impl Fn(&str) -> bool) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let key = format!("{SCOPE_VAR}=");
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                return false;
+            };
+            env.split(|b| *b == 0)
+                .filter_map(|v| v.strip_prefix(key.as_bytes()))
+                .any(|v| std::str::from_utf8(v).is_ok_and(&wanted))
+        })
+        .collect()
+}
+
+fn kill_pid(pid: u32) {
+    if let Ok(p) = i32::try_from(pid)
+        && p > 1
+    {
+        // SAFETY: kill only sends a signal.
+        unsafe {
+            libc::kill(p, libc::SIGKILL);
+        }
+    }
+}
 
 /// The exit status of a command ended by SIGINT or SIGTERM (128 + SIGINT, as shells say).
 pub const INTERRUPTED_EXIT: u8 = 130;
@@ -83,6 +255,16 @@ pub(super) fn configure(cmd: &mut std::process::Command) {
 /// Notes the groups led by `pids` (just started) as live; kills them at once when an interrupt
 /// came meanwhile, unless they put something back.
 pub(super) fn started(pids: &[u32], restoring: bool) {
+    let current = CURRENT.with(Cell::get);
+    if current != 0
+        && let Some(groups) = SCOPES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .and_then(|m| m.get_mut(&current))
+    {
+        groups.extend_from_slice(pids);
+    }
     let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     live.extend_from_slice(pids);
     if let Some(dir) = DIR.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
@@ -243,6 +425,20 @@ pub fn reap_leftovers(dir: &Path) -> usize {
             }
         }
         let _ = std::fs::remove_file(e.path());
+    }
+    // What escaped its group (a `setsid` daemon) still carries the tag of the kiln that
+    // started it.
+    let dead = |tag: &str| {
+        let mut f = tag.split('.').map(|x| x.parse::<u64>().ok());
+        match (f.next().flatten(), f.next().flatten()) {
+            (Some(pid), Some(start)) => u32::try_from(pid).map_or(true, |p| start_time(p) != Some(start)),
+            _ => false,
+        }
+    };
+    let me = std::process::id();
+    for pid in tagged(dead).into_iter().filter(|&p| p != me) {
+        kill_pid(pid);
+        killed += 1;
     }
     killed
 }

@@ -198,6 +198,8 @@ impl Cmd {
         for (k, v) in &self.env {
             e = e.env(k, v);
         }
+        // Which kiln and step it belongs to, inherited by all it starts (see `group`).
+        e = e.env(group::SCOPE_VAR, group::tag());
         e.unchecked().before_spawn(|c| {
             group::configure(c);
             Ok(())

@@ -34,6 +34,8 @@ pub struct Cleaned<'a> {
     pub freed: &'a [(&'a str, u64)],
     /// The entries a lockfile needs, kept.
     pub kept: &'a [String],
+    /// The entries a kiln still needs (a live one, or a journal's rollback), left where they are.
+    pub skipped: &'a [crate::cache_dir::Skipped],
 }
 
 /// The parts, for a person.
@@ -75,4 +77,22 @@ pub fn cleaned(c: &Cleaned) {
             String::new()
         }
     );
+    for s in c.skipped {
+        println!("skipped {}: {}", s.entry, needed(&s.needed));
+    }
+}
+
+/// Why a skipped entry stays, in words.
+fn needed(n: &crate::cache_dir::Needed) -> String {
+    use crate::cache_dir::Needed;
+    match n {
+        Needed::Journal { journal } => format!(
+            "the install journal {} needs it to put an environment back",
+            journal.display()
+        ),
+        Needed::Kiln { holder } => format!("a live kiln holds it: {holder}"),
+        Needed::InUse { holder } => format!(
+            "a live kiln uses the cache and may be reading it: {holder}; run `kiln cache clean` again once it is done"
+        ),
+    }
 }

@@ -20,7 +20,9 @@
 //! builder's rule. After installing, the script runs again in check mode with no compiler
 //! reachable (`PATH` an empty directory, `CUDA_HOME` nowhere, the component's JIT disabled): each
 //! module must be found by the component as precompiled and load; otherwise the files are
-//! removed again. It deliberately ignores GPUs: loading a module needs none, running it does.
+//! removed again. The files go in under the install journal (`build::guarded`): a kiln killed
+//! during the check is rolled back by the next kiln command. It deliberately ignores GPUs:
+//! loading a module needs none, running it does.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -338,6 +340,10 @@ impl Session {
             files.push((runtime::file_name(&r.name), Content::Text(&pth)));
             out.runtime_file = Some(Path::new(site).join(runtime::file_name(&r.name)));
         }
+        // Under the install journal: a kiln killed during the check is rolled back by the next.
+        let dist = r.dist.as_deref().unwrap_or(&r.name);
+        let guarded = crate::build::guarded::begin(&settings.cache_dir, &self.python, Path::new(site), &r.name, dist)
+            .map_err(|e| format!("cannot snapshot {site} or write the install journal: {e}"))?;
         let added = owned::add(Path::new(site), Path::new(info), &files)
             .map_err(|e| format!("cannot install the modules into {site}: {e}"))?;
         // Proof that the component finds and loads them with no compiler in reach.
@@ -367,9 +373,11 @@ impl Session {
         };
         if let Some(p) = problem {
             added.undo();
+            drop(guarded);
             out.runtime_file = None;
             return Err(format!("check failed, modules removed again: {p}"));
         }
+        guarded.keep();
         let _ = std::fs::remove_dir_all(scratch);
         Ok(())
     }

@@ -257,11 +257,8 @@ fn prove_one(
         && p.ok
         && let Ok(bytes) = serde_json::to_vec_pretty(&outcome)
     {
-        let _ = std::fs::create_dir_all(&dir);
-        let tmp = record.with_extension("json.tmp");
-        if std::fs::write(&tmp, bytes).is_ok() {
-            let _ = std::fs::rename(&tmp, &record);
-        }
+        // Concurrent `doctor` runs each rename a whole record of their own.
+        let _ = crate::store::atomic::write(&record, &bytes, crate::store::atomic::Sync::Cache);
     }
     Some(outcome)
 }

@@ -234,7 +234,11 @@ fn mutated_bundles_are_unpacked_or_refused_and_never_write_outside_the_cache() {
             let bundle = root.join("b.tar");
             std::fs::write(&bundle, apply(&seed, &edits)).unwrap();
             let cache = root.join("cache");
-            let _ = kiln::bundle::unpack(&bundle, &cache);
+            let set = kiln::recipe::RecipeSet {
+                recipes: Default::default(),
+                origin: "fuzz".into(),
+            };
+            let _ = kiln::bundle::unpack(&bundle, &cache, &set);
             for f in files_below(&root) {
                 prop_assert!(
                     f.starts_with("cache") || f == Path::new("b.tar"),

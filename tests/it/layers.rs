@@ -24,12 +24,14 @@ const RANKS: &[(&str, u32)] = &[
     ("recipe", 2),
     ("settings", 2),
     ("compile_cache", 1),
+    ("store", 1),
     ("arch", 0),
     ("fatbin", 0),
     ("process", 0),
     ("names", 0),
     ("download", 0),
     ("state", 0),
+    ("shown", 0),
 ];
 
 const MAX_LINES: usize = 500;

@@ -69,7 +69,7 @@ pub enum ArchiveError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {source}", crate::shown::path(path))]
     Write {
         path: PathBuf,
         #[source]
@@ -274,7 +274,8 @@ impl Tree {
     fn refuse(&self, name: &Path, why: Refusal) -> ArchiveError {
         ArchiveError::Refused {
             archive: self.archive.clone(),
-            member: name.display().to_string(),
+            // The name comes from the archive: escaped, so it cannot fake lines or drive a terminal.
+            member: crate::shown::path(name),
             why,
         }
     }
@@ -353,7 +354,7 @@ impl Tree {
     fn hard_link(&mut self, name: &Path, target: &Path) -> Result<(), ArchiveError> {
         let rel = self.relative(name)?;
         let Some(from) = member_path(target).ok().filter(|f| self.files.contains(f)) else {
-            return Err(self.refuse(name, Refusal::HardLinkMissing(target.display().to_string())));
+            return Err(self.refuse(name, Refusal::HardLinkMissing(crate::shown::path(target))));
         };
         let (src, dest) = (self.root.join(&from), self.root.join(&rel));
         if let Some(parent) = dest.parent() {
@@ -371,7 +372,7 @@ impl Tree {
             return Err(self.refuse(name, Refusal::LinkNotAllowed));
         }
         let rel = self.relative(name)?;
-        let outside = || Refusal::LinkOutside(target.display().to_string());
+        let outside = || Refusal::LinkOutside(crate::shown::path(target));
         if rel.as_os_str().is_empty() {
             return Err(self.refuse(name, Refusal::Empty));
         }
@@ -400,7 +401,7 @@ impl Tree {
         for (rel, target) in &self.pending {
             let dir = rel.parent().map(|p| root.join(p)).unwrap_or_else(|| root.clone());
             if !resolves_inside(&root, &dir, target) {
-                return Err(self.refuse(rel, Refusal::LinkOutside(target.display().to_string())));
+                return Err(self.refuse(rel, Refusal::LinkOutside(crate::shown::path(target))));
             }
         }
         Ok(())

@@ -17,10 +17,15 @@
 //! instead of compiling, and only a verification that passes clears the mark. Such an entry is
 //! never reported as verified.
 //!
-//! Each entry records its wheel's sha256 (`wheel.sha256`), and a wheel is hashed again each
-//! time it is taken: a wheel that is not the one its entry recorded (or that a lock names, see
-//! [`refuse`]) is never installed; its entry is moved aside under `<cache>/quarantine/` and the
-//! error names where. An entry written before records existed gets its record at first use.
+//! Each entry records its wheel's sha256 (`wheel.sha256`) and the inputs of its key
+//! (`key.json`), and is bound to what it is for: a wheel is kept only when it is a wheel of the
+//! step's distribution and version whose files match its RECORD, and each time it is taken
+//! ([`find`]) the record must be there and match the wheel hashed again (and the lock's
+//! sha256, with a lock), `key.json` must be the inputs of the key being looked up, and the
+//! wheel's name, version, METADATA and RECORD are checked again (`crate::store::wheel`). A
+//! wheel that fails any of it is never installed and never trusted on first use: its entry is
+//! moved aside under `<cache>/quarantine/` and the error says why and where (an entry without
+//! its record included).
 //!
 //! It deliberately ignores eviction (entries stay until the directory is deleted) and
 //! environment variables outside the recipe's `[build] env` (a user's `CFLAGS` can change a
@@ -32,6 +37,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+pub use crate::store::wheel::Expected;
 
 /// Everything that decides the wheel a build produces.
 #[derive(Debug, Serialize)]
@@ -53,6 +60,25 @@ pub struct KeyInputs<'a> {
     pub abi: &'a BTreeMap<String, String>,
 }
 
+/// [`KeyInputs`] as read back from `key.json`: the same fields in the same order, so that it
+/// serializes to the same text.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Recorded {
+    component: serde_json::Value,
+    version: serde_json::Value,
+    features: serde_json::Value,
+    source: serde_json::Value,
+    build: serde_json::Value,
+    archs: serde_json::Value,
+    cuda: serde_json::Value,
+    host_compiler: serde_json::Value,
+    python: serde_json::Value,
+    implementation: serde_json::Value,
+    platform: serde_json::Value,
+    abi: serde_json::Value,
+}
+
 /// The cache key: a hex sha256 of the inputs, with a format prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WheelKey(pub String);
@@ -64,6 +90,17 @@ impl WheelKey {
         h.update(b"kiln-wheel-cache/1\0");
         h.update(text.as_bytes());
         WheelKey(hex::encode(h.finalize()))
+    }
+
+    /// The key of inputs as an entry's `key.json` records them (`None`: not of that shape): the
+    /// same text [`WheelKey::of`] hashed, so an entry's name can be checked against its inputs.
+    pub fn of_recorded(inputs: &serde_json::Value) -> Option<WheelKey> {
+        let recorded: Recorded = serde_json::from_value(inputs.clone()).ok()?;
+        let text = serde_json::to_string(&recorded).ok()?;
+        let mut h = Sha256::new();
+        h.update(b"kiln-wheel-cache/1\0");
+        h.update(text.as_bytes());
+        Some(WheelKey(hex::encode(h.finalize())))
     }
 
     fn dir(&self, cache: &Path) -> PathBuf {
@@ -86,6 +123,9 @@ pub struct Unverified {
 /// The record of an entry's wheel: its sha256, in hex.
 pub(super) const SHA256: &str = "wheel.sha256";
 
+/// The inputs of an entry's key, beside its wheel.
+const KEY_JSON: &str = "key.json";
+
 /// A cached wheel, and whether it is still unverified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cached {
@@ -95,19 +135,45 @@ pub struct Cached {
     pub sha256: String,
 }
 
-/// A cached wheel that is not the one that names it: refused, and its entry moved aside.
+/// What a wheel taken from the cache must be: the distribution and version of the step that
+/// takes it, the inputs of its key, and (with a lock) the sha256 the lock names.
+#[derive(Debug, Clone, Copy)]
+pub struct Want<'a> {
+    pub dist: &'a str,
+    pub version: &'a str,
+    pub inputs: &'a serde_json::Value,
+    pub locked: Option<&'a str>,
+}
+
+/// Why a cached wheel was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Why {
+    #[error(
+        "has no record of its sha256 ({SHA256}): kiln keeps one with every wheel, so an entry without it is not trusted"
+    )]
+    NoRecord,
+    #[error("is not the one {whose} names (sha256 {want}, the file has {got})")]
+    Differs { whose: String, want: String, got: String },
+    #[error("is not kept for this build: its {KEY_JSON} is missing or describes another build")]
+    OtherKey,
+    #[error("is not the wheel of {dist} {version} its key names: {mismatch}")]
+    Contents {
+        dist: String,
+        version: String,
+        mismatch: crate::store::wheel::Mismatch,
+    },
+}
+
+/// A cached wheel that is not the one its entry is for: refused, and its entry moved aside.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the cached wheel {} is not the one {whose} names (sha256 {want}, the file has {got}); it was not installed, and its cache entry was moved aside to {}",
+    "the cached wheel {} {why}; it was not installed, and its cache entry was moved aside to {}",
     wheel.display(),
     moved.display()
 )]
 pub struct Refused {
     pub wheel: PathBuf,
-    /// What names it: its cache entry's record, or a lock.
-    pub whose: String,
-    pub want: String,
-    pub got: String,
+    pub why: Box<Why>,
     /// Where the entry is now.
     pub moved: PathBuf,
 }
@@ -120,26 +186,53 @@ pub fn lookup(cache: &Path, key: &WheelKey) -> Option<PathBuf> {
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
 }
 
-/// The cached wheel for `key` with its mark: [`lookup`] plus whether it is unverified, the
-/// wheel hashed again and checked against its entry's record. A wheel that differs (or cannot
-/// be read as a file) is refused and its entry quarantined.
-pub fn find(cache: &Path, key: &WheelKey) -> Result<Option<Cached>, Refused> {
+/// The cached wheel for `key` with its mark: [`lookup`], then every binding of the entry
+/// checked before anything trusts it: its sha256 record is there and the wheel hashes to it
+/// (and to the lock's, where a lock names one), its `key.json` is `want.inputs`, and the wheel
+/// is a wheel of `want.dist` at `want.version` whose files match its RECORD
+/// ([`crate::store::wheel`]). A wheel that fails any of it is refused and its entry
+/// quarantined: never installed, never trusted on first use.
+pub fn find(cache: &Path, key: &WheelKey, want: &Want) -> Result<Option<Cached>, Refused> {
     let Some(wheel) = lookup(cache, key) else {
         return Ok(None);
     };
     let dir = key.dir(cache);
-    let record = std::fs::read_to_string(dir.join(SHA256)).ok();
-    let got = super::source::sha256_file(&wheel).unwrap_or_else(|e| format!("none: {e}"));
-    let want = match record {
-        Some(r) => r.trim().to_string(),
-        // Kept by a kiln that wrote no records: recorded now, as it is.
-        None => {
-            let _ = std::fs::write(dir.join(SHA256), &got);
-            got.clone()
-        }
+    let refuse = |why| Err(quarantine(cache, &dir, wheel.clone(), why));
+    let record = crate::state::read(&dir.join(SHA256), 1024, "")
+        .ok()
+        .flatten()
+        .map(|r| String::from_utf8_lossy(&r).trim().to_string());
+    let Some(record) = record else {
+        return refuse(Why::NoRecord);
     };
-    if want != got {
-        return Err(quarantine(cache, &dir, wheel, "its cache entry", want, got));
+    let got = super::sha256_file(&wheel).unwrap_or_else(|e| format!("none: {e}"));
+    if record != got {
+        return refuse(Why::Differs {
+            whose: "its cache entry".into(),
+            want: record,
+            got,
+        });
+    }
+    if let Some(locked) = want.locked.filter(|l| *l != got) {
+        return refuse(Why::Differs {
+            whose: "the lock".into(),
+            want: locked.to_string(),
+            got,
+        });
+    }
+    let recorded: Option<serde_json::Value> =
+        crate::state::read_json(&dir.join(KEY_JSON), crate::state::RECORD_LIMIT, "")
+            .ok()
+            .flatten();
+    if recorded.as_ref() != Some(want.inputs) {
+        return refuse(Why::OtherKey);
+    }
+    if let Err(mismatch) = crate::store::wheel::check(&wheel, expected(want)) {
+        return refuse(Why::Contents {
+            dist: want.dist.to_string(),
+            version: want.version.to_string(),
+            mismatch,
+        });
     }
     Ok(Some(Cached {
         wheel,
@@ -148,22 +241,16 @@ pub fn find(cache: &Path, key: &WheelKey) -> Result<Option<Cached>, Refused> {
     }))
 }
 
-/// Refuses the cached wheel `found` (under `key`) because `whose` (a lock) names another
-/// sha256, `want`: its entry is quarantined.
-pub fn refuse(cache: &Path, key: &WheelKey, found: &Cached, whose: &str, want: &str) -> Refused {
-    quarantine(
-        cache,
-        &key.dir(cache),
-        found.wheel.clone(),
-        whose,
-        want.to_string(),
-        found.sha256.clone(),
-    )
+fn expected<'a>(want: &Want<'a>) -> crate::store::wheel::Expected<'a> {
+    crate::store::wheel::Expected {
+        dist: want.dist,
+        version: want.version,
+    }
 }
 
 /// Moves the entry `dir` aside to `<cache>/quarantine/wheel-<key>-<stamp>` (or, if that
 /// fails, removes it: a wheel that is not what it claims never stays where it is taken from).
-fn quarantine(cache: &Path, dir: &Path, wheel: PathBuf, whose: &str, want: String, got: String) -> Refused {
+fn quarantine(cache: &Path, dir: &Path, wheel: PathBuf, why: Why) -> Refused {
     let moved = quarantine_path(
         cache,
         &format!("wheel-{}", dir.file_name().unwrap_or_default().to_string_lossy()),
@@ -177,16 +264,14 @@ fn quarantine(cache: &Path, dir: &Path, wheel: PathBuf, whose: &str, want: Strin
     }
     Refused {
         wheel,
-        whose: whose.to_string(),
-        want,
-        got,
+        why: Box::new(why),
         moved,
     }
 }
 
 /// A fresh place under `<cache>/quarantine/` for something named `name`.
 pub fn quarantine_path(cache: &Path, name: &str) -> PathBuf {
-    let stamp = super::run_stamp();
+    let stamp = super::stamp();
     (0..)
         .map(|n| cache.join("quarantine").join(format!("{name}-{stamp}-{n}")))
         .find(|p| !p.exists())
@@ -205,14 +290,20 @@ fn mark_of(entry: &Path) -> Option<Unverified> {
 /// Keeps a verified `wheel` under `key`, with the inputs beside it (`key.json`) for whoever
 /// wonders why two entries differ; an unverified entry already there is verified now (its mark
 /// goes). Returns where the wheel now is.
-pub fn store(cache: &Path, key: &WheelKey, inputs: &serde_json::Value, wheel: &Path) -> std::io::Result<PathBuf> {
+pub fn store(
+    cache: &Path,
+    key: &WheelKey,
+    inputs: &serde_json::Value,
+    wheel: &Path,
+    is: Expected,
+) -> std::io::Result<PathBuf> {
     if let Some(existing) = lookup(cache, key) {
         match std::fs::remove_file(key.dir(cache).join(UNVERIFIED)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => return Ok(existing),
         }
     }
-    put(cache, key, inputs, wheel, None)
+    put(cache, key, inputs, wheel, is, None)
 }
 
 /// Keeps a wheel that built but failed verification for a reason outside it (`why`), marked
@@ -223,6 +314,7 @@ pub fn store_unverified(
     key: &WheelKey,
     inputs: &serde_json::Value,
     wheel: &Path,
+    is: Expected,
     why: &str,
 ) -> std::io::Result<PathBuf> {
     if let Some(existing) = lookup(cache, key) {
@@ -235,7 +327,7 @@ pub fn store_unverified(
         why: why.to_string(),
         since,
     };
-    put(cache, key, inputs, wheel, Some(&mark))
+    put(cache, key, inputs, wheel, is, Some(&mark))
 }
 
 /// Removes an unverified entry (its wheel failed in its own files after all); a verified entry
@@ -266,12 +358,15 @@ pub fn unverified(cache: &Path) -> Vec<(PathBuf, Unverified)> {
     out
 }
 
-/// Writes the entry under a temporary name (with its mark, if any) and renames it into place.
+/// Writes the entry under a temporary name (with its mark, if any), synced, and renames it
+/// into place. A wheel that is not a wheel of `is` (its name, version, METADATA, RECORD) is
+/// never kept.
 fn put(
     cache: &Path,
     key: &WheelKey,
     inputs: &serde_json::Value,
     wheel: &Path,
+    is: Expected,
     mark: Option<&Unverified>,
 ) -> std::io::Result<PathBuf> {
     let dir = key.dir(cache);
@@ -281,18 +376,35 @@ fn put(
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     let name = wheel.file_name().unwrap_or_default();
-    std::fs::copy(wheel, tmp.join(name))?;
-    let sha = super::source::sha256_file(&tmp.join(name)).map_err(std::io::Error::other)?;
-    std::fs::write(tmp.join(SHA256), sha)?;
-    std::fs::write(
-        tmp.join("key.json"),
-        serde_json::to_string_pretty(inputs).unwrap_or_default(),
-    )?;
-    if let Some(m) = mark {
-        std::fs::write(tmp.join(UNVERIFIED), serde_json::to_vec_pretty(m).unwrap_or_default())?;
+    let written = (|| {
+        std::fs::copy(wheel, tmp.join(name))?;
+        // The copy is what is checked and hashed: what is kept is what was checked.
+        crate::store::wheel::check(&tmp.join(name), is)
+            .map_err(|m| std::io::Error::other(format!("it is not the wheel of {} {}: {m}", is.dist, is.version)))?;
+        std::fs::File::open(tmp.join(name))?.sync_all()?;
+        let sha = super::sha256_file(&tmp.join(name))?;
+        use crate::store::atomic::{Sync, write};
+        write(&tmp.join(SHA256), sha.as_bytes(), Sync::Durable)?;
+        let text = serde_json::to_string_pretty(inputs).unwrap_or_default();
+        write(&tmp.join(KEY_JSON), text.as_bytes(), Sync::Durable)?;
+        if let Some(m) = mark {
+            write(
+                &tmp.join(UNVERIFIED),
+                &serde_json::to_vec_pretty(m).unwrap_or_default(),
+                Sync::Durable,
+            )?;
+        }
+        Ok::<(), std::io::Error>(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
     }
     match std::fs::rename(&tmp, &dir) {
-        Ok(()) => Ok(dir.join(name)),
+        Ok(()) => {
+            let _ = crate::store::atomic::sync_dir(parent);
+            Ok(dir.join(name))
+        }
         // Another node stored the same entry first: theirs is as good as ours.
         Err(_) if lookup(cache, key).is_some() => {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -354,143 +466,5 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn inputs<'a>(abi: &'a BTreeMap<String, String>, source: &'a str) -> KeyInputs<'a> {
-        KeyInputs {
-            component: "flashinfer",
-            version: "0.7.4",
-            features: &[],
-            source,
-            build: serde_json::json!({"env": {"FLASHINFER_CUDA_ARCH_LIST": "{arch.flashinfer}"}}),
-            archs: vec![crate::arch::Arch { major: 12, minor: 0 }],
-            cuda: Some("13.0".into()),
-            host_compiler: Some("13.3.0"),
-            python: "3.12.3",
-            implementation: "cpython",
-            platform: Some("linux x86_64".into()),
-            abi,
-        }
-    }
-
-    #[test]
-    fn the_key_changes_with_what_decides_the_binary_and_a_stored_wheel_is_found() {
-        let torch: BTreeMap<String, String> = [("torch".to_string(), "2.14.1 cu13.0".to_string())].into();
-        let other_torch: BTreeMap<String, String> = [("torch".to_string(), "2.11.0 cu13.0".to_string())].into();
-        let a = WheelKey::of(&inputs(&torch, "sha256:aa"));
-        assert_eq!(a, WheelKey::of(&inputs(&torch, "sha256:aa")));
-        assert_ne!(a, WheelKey::of(&inputs(&other_torch, "sha256:aa")));
-        assert_ne!(a, WheelKey::of(&inputs(&torch, "sha256:bb")));
-
-        let tmp = tempfile::tempdir().unwrap();
-        let wheel = tmp.path().join("flashinfer-0.7.4-cp312-cp312-linux_x86_64.whl");
-        std::fs::write(&wheel, b"not really a zip").unwrap();
-        let cache = tmp.path().join("cache");
-        assert_eq!(lookup(&cache, &a), None);
-        let kept = store(
-            &cache,
-            &a,
-            &serde_json::to_value(inputs(&torch, "sha256:aa")).unwrap(),
-            &wheel,
-        )
-        .unwrap();
-        assert_eq!(lookup(&cache, &a), Some(kept.clone()));
-        assert_eq!(std::fs::read(&kept).unwrap(), b"not really a zip");
-        // Storing again keeps the first entry.
-        assert_eq!(
-            store(
-                &cache,
-                &a,
-                &serde_json::to_value(inputs(&torch, "sha256:aa")).unwrap(),
-                &wheel
-            )
-            .unwrap(),
-            kept
-        );
-    }
-
-    #[test]
-    fn an_unverified_wheel_is_marked_until_a_verification_passes_or_it_is_forgotten() {
-        let torch = BTreeMap::new();
-        let key = WheelKey::of(&inputs(&torch, "sha256:cc"));
-        let json = serde_json::to_value(inputs(&torch, "sha256:cc")).unwrap();
-        let tmp = tempfile::tempdir().unwrap();
-        let wheel = tmp.path().join("x-1.0-py3-none-any.whl");
-        std::fs::write(&wheel, b"zip").unwrap();
-        let cache = tmp.path().join("cache");
-        let why = "No module named 'six'";
-        let kept = store_unverified(&cache, &key, &json, &wheel, why).unwrap();
-        let found = find(&cache, &key).unwrap().unwrap();
-        assert_eq!(found.wheel, kept);
-        assert_eq!(found.unverified.as_ref().map(|u| u.why.as_str()), Some(why));
-        assert_eq!(unverified(&cache), [(kept.clone(), found.unverified.unwrap())]);
-        // Verified now: the same entry, without its mark.
-        assert_eq!(store(&cache, &key, &json, &wheel).unwrap(), kept);
-        assert_eq!(find(&cache, &key).unwrap().unwrap().unverified, None);
-        assert!(unverified(&cache).is_empty());
-        // A verified entry is neither marked again nor forgotten.
-        store_unverified(&cache, &key, &json, &wheel, why).unwrap();
-        forget_unverified(&cache, &key).unwrap();
-        assert_eq!(find(&cache, &key).unwrap().unwrap().unverified, None);
-        // An unverified one is forgotten.
-        let other = WheelKey::of(&inputs(&torch, "sha256:dd"));
-        store_unverified(&cache, &other, &json, &wheel, why).unwrap();
-        forget_unverified(&cache, &other).unwrap();
-        assert_eq!(find(&cache, &other), Ok(None));
-    }
-
-    #[test]
-    fn a_wheel_that_is_not_the_one_its_entry_recorded_is_refused_and_moved_aside() {
-        let torch = BTreeMap::new();
-        let key = WheelKey::of(&inputs(&torch, "sha256:ee"));
-        let json = serde_json::to_value(inputs(&torch, "sha256:ee")).unwrap();
-        let tmp = tempfile::tempdir().unwrap();
-        let wheel = tmp.path().join("x-1.0-py3-none-any.whl");
-        std::fs::write(&wheel, b"the wheel that was verified").unwrap();
-        let cache = tmp.path().join("cache");
-        let kept = store(&cache, &key, &json, &wheel).unwrap();
-        let found = find(&cache, &key).unwrap().unwrap();
-        assert_eq!(found.sha256, crate::build::source::sha256_file(&wheel).unwrap());
-
-        // A lock that names another wheel: refused, moved aside.
-        let r = refuse(&cache, &key, &found, "kiln.lock", &"0".repeat(64));
-        assert!(r.moved.starts_with(cache.join("quarantine")), "{r}");
-        assert!(r.moved.join("x-1.0-py3-none-any.whl").is_file(), "{r}");
-        assert_eq!(lookup(&cache, &key), None);
-
-        // The wheel changed under its record: refused at use, moved aside, never found again.
-        store(&cache, &key, &json, &wheel).unwrap();
-        std::fs::write(&kept, b"something else").unwrap();
-        let r = find(&cache, &key).unwrap_err();
-        assert_eq!(r.whose, "its cache entry");
-        assert!(r.to_string().contains("was moved aside to"), "{r}");
-        assert_eq!(
-            std::fs::read(r.moved.join("x-1.0-py3-none-any.whl")).unwrap(),
-            b"something else"
-        );
-        assert_eq!(find(&cache, &key), Ok(None));
-
-        // A wheel replaced by a fifo is refused without hanging.
-        store(&cache, &key, &json, &wheel).unwrap();
-        std::fs::remove_file(&kept).unwrap();
-        let made = std::process::Command::new("mkfifo").arg(&kept).status().unwrap();
-        assert!(made.success());
-        assert!(find(&cache, &key).is_err());
-    }
-
-    #[test]
-    fn a_tree_hash_follows_contents_not_mtimes() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = tmp.path();
-        std::fs::create_dir_all(d.join("pkg/__pycache__")).unwrap();
-        std::fs::write(d.join("pkg/a.py"), "x = 1\n").unwrap();
-        std::fs::write(d.join("pkg/__pycache__/a.pyc"), "junk").unwrap();
-        let first = tree_hash(d).unwrap();
-        std::fs::write(d.join("pkg/__pycache__/a.pyc"), "other junk").unwrap();
-        std::fs::write(d.join("pkg/a.py"), "x = 1\n").unwrap();
-        assert_eq!(tree_hash(d).unwrap(), first);
-        std::fs::write(d.join("pkg/a.py"), "x = 2\n").unwrap();
-        assert_ne!(tree_hash(d).unwrap(), first);
-    }
-}
+#[path = "wheels_tests.rs"]
+mod tests;

@@ -1,11 +1,12 @@
 //! The wheel a lock names, found in the wheel cache when this build's own key finds none: a
 //! wheel made on the host that wrote the lock (a bundle brings it) whose key differs from this
 //! node's only in how it was made. It owns that lookup; keys, records and quarantine are
-//! [`super::wheels`]'s.
+//! [`super::wheels`]'s, and the entry is bound to the step as any other (its distribution,
+//! version, contents and the lock's sha256).
 
 use std::path::Path;
 
-use super::wheels::{Cached, Refused, SHA256, WheelKey, find};
+use super::wheels::{Cached, Refused, SHA256, Want, WheelKey, find};
 
 /// The cached wheel a lock names by its sha256 (`want`) when this build's own key finds none:
 /// an entry whose record is `want` and whose inputs (`key.json`) agree with this build's
@@ -15,11 +16,10 @@ use super::wheels::{Cached, Refused, SHA256, WheelKey, find};
 /// lock made on a build host is reproduced on nodes that differ in both (the H200 proof: g++
 /// 12.2 and Python 3.12.1 there, g++ 13.3 and 3.12.3 on the node). Returns the entry's key with
 /// what it was built with, for the note.
-pub fn find_locked(
-    cache: &Path,
-    want: &str,
-    inputs: &serde_json::Value,
-) -> Result<Option<(WheelKey, Cached, String)>, Refused> {
+pub fn find_locked(cache: &Path, step: &Want) -> Result<Option<(WheelKey, Cached, String)>, Refused> {
+    let (Some(want), inputs) = (step.locked, step.inputs) else {
+        return Ok(None);
+    };
     let Ok(shards) = std::fs::read_dir(cache.join("wheels")) else {
         return Ok(None);
     };
@@ -48,7 +48,11 @@ pub fn find_locked(
         else {
             continue;
         };
-        if let Some(found) = find(cache, &key)? {
+        let bound = Want {
+            inputs: &theirs,
+            ..*step
+        };
+        if let Some(found) = find(cache, &key, &bound)? {
             let made = format!(
                 "built with {} for Python {}",
                 theirs["host_compiler"].as_str().unwrap_or("an unknown host compiler"),

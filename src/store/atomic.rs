@@ -1,0 +1,81 @@
+//! One way to write a file of kiln's store: the bytes go to a temporary file beside the target
+//! (the `tempfile` crate's `NamedTempFile`, so two writers never share one), are synced when the
+//! file must survive a power cut, and the temporary file is renamed over the target
+//! (`persist`), so a reader sees the old file or the new one, never a part; two concurrent
+//! writers each rename a whole file and the last one wins.
+//!
+//! It deliberately ignores what the bytes are and whether an old file should be kept.
+
+use std::io::Write;
+use std::path::Path;
+
+/// Whether a write must survive a crash of the machine, or only of kiln.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// The file and its directory are synced before the call returns (journals, records that
+    /// say what an environment holds, wheel-cache records).
+    Durable,
+    /// A cache entry that is computed again when lost: renamed into place, not synced.
+    Cache,
+}
+
+/// Writes `bytes` to `path` as described in the module doc; the directory is made if missing.
+pub fn write(path: &Path, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Mode 0666 less the umask, as a file written in place would be (not tempfile's 0600).
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    if sync == Sync::Durable {
+        tmp.as_file().sync_all()?;
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    if sync == Sync::Durable {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Syncs a directory, so that the names renamed into it survive a crash.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_writers_leave_one_whole_file_and_no_temporary_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/owners.json");
+        std::thread::scope(|s| {
+            for n in 0..8u8 {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        write(path, &vec![b'a' + n; 64 * 1024], Sync::Cache).unwrap();
+                    }
+                });
+            }
+        });
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len(), 64 * 1024);
+        assert!(got.iter().all(|b| *b == got[0]), "a file mixed from two writers");
+        write(&path, b"last", Sync::Durable).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"last");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("sub")).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "temporary files left: {names:?}");
+    }
+}

@@ -1,0 +1,58 @@
+//! The store: how kiln writes the files of its cache, and what it checks before it trusts what
+//! is there. [`atomic`] is the one way a state file is written (a temporary file in the same
+//! directory, synced where it matters, renamed over the old one); [`wheels`] is the wheel cache,
+//! every entry bound to what it is for; [`wheel`] checks that a wheel file is what a wheel-cache
+//! key says it is (its distribution name and version, its METADATA, every file against its
+//! RECORD hash), for what kiln keeps, takes and receives from bundles.
+//!
+//! It deliberately ignores what is cached besides wheels: sources and mirrors
+//! (`build/source`), AOT entries (`build/aot_cache.rs`), probe and JIT records (`probe/`,
+//! `session/jit.rs`, written through [`atomic`]); which bundled entries may come in
+//! (`bundle/check.rs`) and what `cache clean` may remove (`cache_dir.rs`).
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+pub mod atomic;
+pub mod locked_wheel;
+pub mod wheel;
+pub mod wheels;
+
+/// The sha256 of the regular file `path`, in hex (a fifo or a directory is an error, never
+/// waited on).
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let with_path = |e: std::io::Error| std::io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display()));
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(with_path)?;
+    if !f.metadata().map_err(with_path)?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(with_path)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// A name for this moment of this process: seconds since the epoch and the process id (a run's
+/// logs, a quarantined entry).
+pub fn stamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{secs}-{}", std::process::id())
+}
