@@ -255,6 +255,10 @@ pub struct VersionEntry {
     /// wherever they are resolved: the install's constraints and `bundle --for`'s wheelhouse.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<String>,
+    /// `python`: the Python versions this version supports (its Requires-Python), where they
+    /// are narrower than `[requires] python`; the solver offers it only to such an interpreter.
+    #[serde(skip)]
+    pub python: Option<VersionSpecifiers>,
 }
 
 impl VersionEntry {
@@ -270,6 +274,7 @@ impl VersionEntry {
             imports: None,
             runtime_cuda: None,
             constraints: Vec::new(),
+            python: None,
         }
     }
 }
