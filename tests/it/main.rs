@@ -40,4 +40,5 @@ mod stack;
 mod truth;
 mod txn;
 mod typed;
+mod unmanaged;
 mod verdict;
