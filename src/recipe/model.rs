@@ -348,6 +348,9 @@ pub struct Recipe {
     /// `[[binaries.optional]]`: CUDA binaries that may lack an image for some archs, with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub optional_binaries: Vec<super::binaries::OptionalBinaries>,
+    /// `[[limits]]`: what its API cannot do on some archs, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<super::limits::Limit>,
     /// The names of every component it may depend on (all features and versions), sorted:
     /// filled when the set is loaded, so that graph walks need not sort them each time.
     #[serde(skip)]

@@ -82,6 +82,15 @@ pub enum Reason {
     },
     /// Its distribution is not installed.
     NotInstalled { dist: String, prefix: String },
+    /// The installed version's API cannot do `lacks` on `archs` (`[[limits]]`, with upstream's
+    /// line in `source`): a note, since whether a caller needs it is the caller's business.
+    ArchLimits {
+        component: String,
+        version: String,
+        archs: Vec<Arch>,
+        lacks: Vec<crate::recipe::limits::Capability>,
+        source: String,
+    },
     /// An installed distribution no recipe manages, judged by its CUDA binaries alone
     /// ([`super::unmanaged`]): context, whatever its binaries hold.
     NotManaged { dist: String, version: String },

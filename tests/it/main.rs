@@ -19,6 +19,7 @@ mod inputs;
 mod integrity;
 mod jit;
 mod layers;
+mod limits;
 mod lock;
 mod lock_archs;
 mod lock_stack;

@@ -560,3 +560,38 @@ fn sgl_flash_mla_binaries_hold_what_its_recipe_says() {
     let c = check(&files, &[arch("11.0")], None, &rules);
     assert!(!c.ok(), "{}", c.evidence());
 }
+
+/// flash-attn-4's `[[limits]]` rest on the lines they cite, read from the real 4.0.0b36 wheel.
+#[test]
+fn flash_attn_4_sm120_limits_are_the_released_interfaces_asserts() {
+    let set = RecipeSet::embedded().unwrap();
+    let wheel = offered_wheel(&set, "flash-attn-4", "4.0.0b36");
+    let file = "flash_attn/cute/interface.py";
+    for (n, text) in [
+        (416, "if arch // 10 == 12:"),
+        (
+            417,
+            "assert num_splits <= 1, \"SM120 forward only supports num_splits=1\"",
+        ),
+        (1751, "elif arch // 10 == 12:"),
+        (
+            1753,
+            "assert not use_block_sparsity, \"Block sparsity not supported on SM 12.0\"",
+        ),
+        (
+            1754,
+            "assert page_table is None, \"Paged KV not supported on SM 12.0 in this PR\"",
+        ),
+        (
+            1755,
+            "assert not is_split_kv, \"SplitKV not supported on SM 12.0 in this PR\"",
+        ),
+    ] {
+        assert_eq!(member_line(&wheel, file, n).trim(), text, "{file}:{n}");
+    }
+    let r = set.get("flash-attn-4").unwrap();
+    let lacks: Vec<&str> = r.limits[0].lacks.iter().map(|c| c.as_str()).collect();
+    assert_eq!(lacks, ["paged-kv", "split-kv", "block-sparsity"]);
+    assert!(r.limits[0].why.contains("flash_attn/cute/interface.py:1751-1755"));
+    assert!(r.limits[0].why.contains(":416-418"));
+}
