@@ -571,7 +571,7 @@ fn fatbins_in_a_large_data_section_among_other_bytes_are_found() {
     // A fatbin magic whose header says version 7: not a fatbin, skipped.
     blob.extend_from_slice(&[0x50, 0xed, 0x55, 0xba, 7, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     blob.extend_from_slice(&fatbin);
-    while blob.len() % 8 != 0 {
+    while !blob.len().is_multiple_of(8) {
         blob.push(0);
     }
     blob.extend_from_slice(b"and more data after the fatbin..");
