@@ -8,12 +8,14 @@ use crate::settings::Settings;
 
 pub fn run(settings: &Settings, targets: &[String]) -> CmdResult {
     let s = open(settings, targets)?;
+    let unmanaged = s.unmanaged();
     let doc = doctor::Doctor {
         machine: machine(&s),
         components: &s.assessments,
         torch: s.facts.torch.as_ref(),
         backends: s.backends(),
         binaries: doctor::binaries(&s.binaries),
+        unmanaged: &unmanaged,
         jit: &s.jit,
         runtime: s.runtime(settings),
         node: settings.json.then(|| s.node_facts(settings)),

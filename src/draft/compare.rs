@@ -26,6 +26,15 @@ pub(super) fn compare(d: &mut Draft, r: &Recipe) {
     if let Some(crate::recipe::Source::Wheel { requirement, .. }) = &entry.source {
         check("wheel".into(), Some(requirement.clone()), d.wheel_requirement.clone());
     }
+    // A version's own `python` only where it is narrower than the recipe's: compared when
+    // the recipe writes one.
+    if let Some(py) = &entry.python {
+        let ours = d
+            .requires_python
+            .as_ref()
+            .and_then(|p| p.value.parse::<pep440_rs::VersionSpecifiers>().ok());
+        check("python".into(), Some(py.to_string()), ours.map(|o| o.to_string()));
+    }
     if let Some(rt) = &entry.runtime_cuda {
         let theirs = format!("{}.{}", rt.major, rt.minor);
         check(

@@ -67,6 +67,9 @@ pub struct Request<'a> {
     pub units: &'a [Unit],
     /// The distributions (normalized) whose CUDA binaries are read.
     pub binaries: &'a [String],
+    /// Read the CUDA binaries of every installed distribution too (those no recipe manages are
+    /// judged by them, `resolve::unmanaged`).
+    pub every_distribution: bool,
     pub per_import: Duration,
     /// How many interpreters may run at once (the CPUs kiln may use).
     pub side_by_side: usize,
@@ -171,11 +174,19 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
         }
     };
 
+    // The distributions whose binaries are read: those asked for, or every one installed.
+    let wanted: Vec<String> = if req.every_distribution {
+        let mut all: BTreeSet<String> = req.binaries.iter().cloned().collect();
+        all.extend(listing.facts.dists.keys().cloned());
+        all.into_iter().collect()
+    } else {
+        req.binaries.to_vec()
+    };
     // Every file the entries name, looked up once, side by side.
     let old_binaries: BTreeMap<&str, BinariesEntry> = if req.refresh {
         BTreeMap::new()
     } else {
-        req.binaries
+        wanted
             .iter()
             .filter(|d| listing.facts.dists.contains_key(*d))
             .filter_map(|d| Some((d.as_str(), entries.binaries(d)?)))
@@ -216,7 +227,7 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
     }
     let mut tasks: Vec<Task> = groups(again, n, &estimate).into_iter().map(Task::Imports).collect();
     let mut binaries: BTreeMap<String, Binaries> = BTreeMap::new();
-    for d in req.binaries {
+    for d in &wanted {
         let Some(dist) = listing.facts.dists.get(d) else {
             continue;
         };

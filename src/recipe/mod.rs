@@ -3,13 +3,15 @@
 //! `parse` reads one file (one module per table, every problem collected), `set` loads many files
 //! in parallel and checks them against each other, `template` handles the `{variables}` in build
 //! commands, `inputs` types the sources a build would otherwise download itself, `binaries` holds
-//! the prebuilt wheels and optional CUDA binaries a recipe names, and `diag` renders problems at
+//! the prebuilt wheels and optional CUDA binaries a recipe names, `limits` what an API cannot do
+//! on some archs, and `diag` renders problems at
 //! `file:line:col`. It deliberately knows nothing about the machine: whether a recipe's
 //! requirements are met is the resolver's question.
 
 pub mod binaries;
 pub mod diag;
 pub mod inputs;
+pub mod limits;
 pub mod model;
 pub mod parse;
 pub mod serving;

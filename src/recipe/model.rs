@@ -255,6 +255,10 @@ pub struct VersionEntry {
     /// wherever they are resolved: the install's constraints and `bundle --for`'s wheelhouse.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<String>,
+    /// `python`: the Python versions this version supports (its Requires-Python), where they
+    /// are narrower than `[requires] python`; the solver offers it only to such an interpreter.
+    #[serde(skip)]
+    pub python: Option<VersionSpecifiers>,
 }
 
 impl VersionEntry {
@@ -270,6 +274,7 @@ impl VersionEntry {
             imports: None,
             runtime_cuda: None,
             constraints: Vec::new(),
+            python: None,
         }
     }
 }
@@ -343,6 +348,9 @@ pub struct Recipe {
     /// `[[binaries.optional]]`: CUDA binaries that may lack an image for some archs, with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub optional_binaries: Vec<super::binaries::OptionalBinaries>,
+    /// `[[limits]]`: what its API cannot do on some archs, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<super::limits::Limit>,
     /// The names of every component it may depend on (all features and versions), sorted:
     /// filled when the set is loaded, so that graph walks need not sort them each time.
     #[serde(skip)]

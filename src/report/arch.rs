@@ -58,9 +58,17 @@ pub fn human(files: &[ArchFile]) {
         } else if rdc > 0 {
             println!("  {rdc} relocatable -rdc image(s) left beside the linked ones: never loaded, not counted");
         }
-        for b in &f.report.fatbins {
-            for u in &b.unknown {
-                println!("  unknown entry kind {:#x} at {:#x}", u.kind, u.offset);
+        // By kind, the first offset and the count: a library can hold thousands (libcufft.so.12
+        // has 18,055 entries of kind 0x8 beside its images).
+        let mut unknown: std::collections::BTreeMap<u16, (u64, usize)> = std::collections::BTreeMap::new();
+        for u in f.report.fatbins.iter().flat_map(|b| &b.unknown) {
+            let e = unknown.entry(u.kind).or_insert((u.offset, 0));
+            e.1 += 1;
+        }
+        for (kind, (first, n)) in unknown {
+            match n {
+                1 => println!("  unknown entry kind {kind:#x} at {first:#x}"),
+                _ => println!("  unknown entry kind {kind:#x}: {n} entries, the first at {first:#x}"),
             }
         }
         for r in &f.runs_on {

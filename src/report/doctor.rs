@@ -26,6 +26,9 @@ pub struct Doctor<'a> {
     #[serde(serialize_with = "backends_json")]
     pub backends: Vec<BackendSummary>,
     pub binaries: Vec<DistBinaries<'a>>,
+    /// Installed distributions no recipe manages that hold CUDA binaries, judged by them.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub unmanaged: &'a [crate::resolve::unmanaged::Unmanaged],
     /// JIT proofs by component: the kernels compiled and the images read back from them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub jit: &'a BTreeMap<String, crate::probe::jit::JitOutcome>,
@@ -204,16 +207,44 @@ pub fn human(d: &Doctor) {
             );
         }
     }
+    unmanaged_human(d.unmanaged);
     super::serving::doctor_section(&d.backends);
     runtime_human(&d.runtime);
     let bad = d.components.iter().filter(|a| a.status != Status::Ok).count();
     println!();
+    let lacking = d.unmanaged.iter().filter(|u| u.status != Status::Ok).count();
+    if lacking > 0 {
+        println!(
+            "{lacking} distribution{} no recipe manages lack{} a kernel image for the target archs",
+            if lacking == 1 { "" } else { "s" },
+            if lacking == 1 { "s" } else { "" }
+        );
+    }
     if bad == 0 {
         println!("all {} components ok", d.components.len());
     } else {
         println!(
             "{bad} of {} components not ok; `kiln plan` shows what `kiln install` would do",
             d.components.len()
+        );
+    }
+}
+
+/// The distributions no recipe manages that hold CUDA binaries, each with its verdict.
+fn unmanaged_human(unmanaged: &[crate::resolve::unmanaged::Unmanaged]) {
+    if unmanaged.is_empty() {
+        return;
+    }
+    println!();
+    println!("not managed by kiln (CUDA binaries read for the target archs)");
+    let w = unmanaged.iter().map(|u| u.dist.len()).max().unwrap_or(4).max(4);
+    for u in unmanaged {
+        println!(
+            "  {:w$}  {:11}  {:14}  {}",
+            u.dist,
+            u.status.as_str(),
+            u.version,
+            super::reason::evidence(&u.reasons)
         );
     }
 }
@@ -321,6 +352,7 @@ mod tests {
             torch: None,
             backends: Vec::new(),
             binaries: binaries(&by_dist),
+            unmanaged: &[],
             jit: &BTreeMap::new(),
             runtime: Vec::new(),
             node: None,

@@ -56,6 +56,27 @@ impl Serialize for Assessment {
     }
 }
 
+impl Serialize for crate::resolve::unmanaged::Unmanaged {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            dist: &'a str,
+            version: &'a str,
+            status: Status,
+            evidence: String,
+            reasons: &'a [Reason],
+        }
+        Json {
+            dist: &self.dist,
+            version: &self.version,
+            status: self.status,
+            evidence: evidence(&self.reasons),
+            reasons: &self.reasons,
+        }
+        .serialize(s)
+    }
+}
+
 impl Serialize for FeatureReport {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]

@@ -17,6 +17,7 @@ pub mod lock;
 pub mod plan;
 pub mod progress;
 pub mod reason;
+mod reason_notes;
 pub mod recipe_draft;
 pub mod recipes;
 pub mod serving;

@@ -128,6 +128,7 @@ pub fn text(r: &Reason) -> String {
             have,
         } => format!("{component} needs Python {needs}; {python} is Python {have}"),
         NotInstalled { dist, prefix } => format!("{dist} is not installed in {prefix}"),
+        ArchLimits { .. } | NotManaged { .. } => super::reason_notes::text(r),
         ImportFailed { module, error } => format!(
             "import {module} failed: {}",
             error.as_deref().unwrap_or("unknown error")

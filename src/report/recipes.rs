@@ -126,4 +126,14 @@ pub fn show(r: &Recipe) {
     for (n, f) in &r.features {
         println!("  feature    [{n}] {} (imports {})", f.summary, f.imports.join(", "));
     }
+    for l in &r.limits {
+        let archs: Vec<String> = l.arch.iter().map(|a| a.to_string()).collect();
+        let lacks: Vec<&str> = l.lacks.iter().map(|c| c.as_str()).collect();
+        println!(
+            "  limits     on {}: no {} ({})",
+            archs.join(", "),
+            lacks.join(", "),
+            l.why
+        );
+    }
 }

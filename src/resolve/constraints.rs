@@ -148,3 +148,26 @@ pub fn companion_images(r: &Recipe, dist: &crate::probe::python::Dist, ev: &supe
     }
     out
 }
+
+/// The recipe's `[[limits]]` that hold for the installed version on the target archs, as notes.
+pub fn arch_limits(r: &Recipe, dist: &crate::probe::python::Dist, archs: &[crate::arch::Arch]) -> Vec<Reason> {
+    let version = dist
+        .version
+        .split('+')
+        .next()
+        .and_then(|v| pep440_rs::Version::from_str(v).ok());
+    r.limits
+        .iter()
+        .filter(|l| l.holds_for(version.as_ref()))
+        .filter_map(|l| {
+            let on: Vec<crate::arch::Arch> = archs.iter().filter(|a| l.arch.contains(a)).copied().collect();
+            (!on.is_empty()).then(|| Reason::ArchLimits {
+                component: r.name.clone(),
+                version: dist.version.clone(),
+                archs: on,
+                lacks: l.lacks.clone(),
+                source: l.why.clone(),
+            })
+        })
+        .collect()
+}

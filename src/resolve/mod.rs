@@ -18,6 +18,7 @@ pub mod solve;
 pub mod spec;
 pub mod status;
 pub mod tools;
+pub mod unmanaged;
 pub mod wheel_choice;
 
 pub use plan::{Action, Plan, PlanOptions, Step};

@@ -82,6 +82,18 @@ pub enum Reason {
     },
     /// Its distribution is not installed.
     NotInstalled { dist: String, prefix: String },
+    /// The installed version's API cannot do `lacks` on `archs` (`[[limits]]`, with upstream's
+    /// line in `source`): a note, since whether a caller needs it is the caller's business.
+    ArchLimits {
+        component: String,
+        version: String,
+        archs: Vec<Arch>,
+        lacks: Vec<crate::recipe::limits::Capability>,
+        source: String,
+    },
+    /// An installed distribution no recipe manages, judged by its CUDA binaries alone
+    /// ([`super::unmanaged`]): context, whatever its binaries hold.
+    NotManaged { dist: String, version: String },
     /// An import the recipe names raised (or was not probed: `error` says so).
     ImportFailed { module: String, error: Option<String> },
     /// Every import a feature names ran (`flashinfer[cutedsl]`).
@@ -380,7 +392,10 @@ impl Reason {
     /// Context that a component's evidence always starts with, whatever the status: who else
     /// shares its files, and what it is installed as.
     pub fn is_context(&self) -> bool {
-        matches!(self, Reason::InstalledAs { .. } | Reason::SharedImportPackage { .. })
+        matches!(
+            self,
+            Reason::InstalledAs { .. } | Reason::SharedImportPackage { .. } | Reason::NotManaged { .. }
+        )
     }
 
     /// The per-binary verdict (held or missing).

@@ -466,6 +466,7 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
     reasons.extend(constraints::version_reasons(r, dist, constraints));
     reasons.extend(constraints::companion_reasons(r, dist, py));
     reasons.extend(constraints::companion_images(r, dist, ev));
+    reasons.extend(constraints::arch_limits(r, dist, ev.archs));
     let mut a = a.with(reasons);
     a.unavailable = arch.as_ref().map(|c| c.unavailable.clone()).unwrap_or_default();
     super::owners::judge(&mut a, r, installed_as, sharing);

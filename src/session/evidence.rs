@@ -59,6 +59,9 @@ pub(super) fn gather(
         python,
         units: &units,
         binaries: &dists,
+        // With a target arch, every installed distribution's binaries are read: those no
+        // recipe manages are judged by them (`resolve::unmanaged`).
+        every_distribution: !archs.is_empty(),
         per_import: settings.import_timeout,
         side_by_side: side_by_side(machine),
         refresh: settings.refresh,

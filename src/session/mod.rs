@@ -230,6 +230,12 @@ impl Session {
             .collect()
     }
 
+    /// The installed distributions no recipe manages that hold CUDA binaries, each judged for
+    /// the target archs by its binaries alone ([`resolve::unmanaged`]).
+    pub fn unmanaged(&self) -> Vec<resolve::unmanaged::Unmanaged> {
+        resolve::unmanaged::judge(&self.set, &self.facts, &self.binaries, &self.machine, &self.archs)
+    }
+
     /// The installed distribution of component `name`, if any: its own, else one under a former
     /// name or owning its import package ([`resolve::owners`]).
     pub fn installed(&self, name: &str) -> Option<&python::Dist> {

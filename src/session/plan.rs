@@ -145,6 +145,13 @@ impl Session {
             all.extend(changed.iter().cloned());
             scope = self.set.closure(&all);
         }
+        // A component only other versions of its dependents need (flashinfer-cubin, which
+        // sglang 0.5.11 pins, when 0.5.23 is chosen) is no step: the solver chose no version of it.
+        scope.retain(|(n, _)| {
+            solution.chosen.contains_key(n)
+                || self.set.get(n).is_none_or(|r| r.kind != crate::recipe::Kind::Python)
+                || self.installed(n).is_some()
+        });
         let names: Vec<String> = scope.iter().map(|(n, _)| n.clone()).collect();
         solve::explain_not_newest(&self.set, &self.facts, request, &mut solution, &names);
         // Another node's facts (`--for`) are all there is: nothing here can be probed again.

@@ -506,3 +506,58 @@ pub fn without_built_wheels(dir: &Path, from: &Path, to: &Path) {
         ],
     );
 }
+
+/// The test download cache for real PyPI artifacts that kiln fetches itself (prebuilt wheels a
+/// plan reads): `target/tmp/kiln-sources/<sha256>/<file>`, shared by every test and run. Before
+/// a run, [`share_sources`] links what it holds into a kiln cache's `sources/`; after it, what
+/// kiln fetched is linked back, so each artifact is downloaded once per target directory (kiln
+/// checks each file's sha256 against its directory name at use).
+pub fn share_sources(cache: &Path, run: impl FnOnce()) {
+    let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-sources");
+    let mine = cache.join("sources");
+    link_entries(&shared, &mine);
+    run();
+    link_entries(&mine, &shared);
+}
+
+/// Hard-links (else copies) every `<sha256>/<file>` of `from` that `to` lacks.
+fn link_entries(from: &Path, to: &Path) {
+    let Ok(dirs) = std::fs::read_dir(from) else { return };
+    for d in dirs.flatten().filter(|d| d.path().is_dir()) {
+        for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+            let dest = to.join(d.file_name()).join(f.file_name());
+            if dest.exists() || !f.path().is_file() {
+                continue;
+            }
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            if std::fs::hard_link(f.path(), &dest).is_err() {
+                std::fs::copy(f.path(), &dest).unwrap();
+            }
+        }
+    }
+}
+
+/// A real file from PyPI by URL, checked against its sha256, downloaded once into the test
+/// download cache (`target/tmp/kiln-sources/<sha256>/<file>`).
+pub fn pypi_file(url: &str, sha256: &str) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let name = url.rsplit('/').next().unwrap();
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("kiln-sources")
+        .join(sha256)
+        .join(name);
+    if !path.is_file() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let part = path.with_extension("part");
+        run_ok(
+            StdCommand::new("curl")
+                .args(["-sSfL", "--retry", "3", "-o"])
+                .arg(&part)
+                .arg(url),
+        );
+        std::fs::rename(&part, &path).unwrap();
+    }
+    let got = hex::encode(Sha256::digest(std::fs::read(&path).unwrap()));
+    assert_eq!(got, sha256, "{url}");
+    path
+}

@@ -268,12 +268,21 @@ fn a_wheel_built_for_a_newer_cuda_than_the_driver_is_refused_at_plan_time() {
             .any(|r| r["kind"] == "driver-too-old"),
         "{s}"
     );
+    // The newest torch this interpreter may have: 2.15.0 (CUDA 13.2) needs Python >= 3.11
+    // (its own `python` in the recipe), else 2.14.1 (CUDA 13.0).
+    let minor: u32 = w.py("import sys; print(sys.version_info[1])").unwrap().parse().unwrap();
+    let (torch, cuda) = if minor >= 11 {
+        ("torch 2.15.0", "CUDA 13.2")
+    } else {
+        ("torch 2.14.1", "CUDA 13.0")
+    };
     let why = s["reason"].as_str().unwrap();
     assert!(
-        why.contains("torch 2.14.1") && why.contains("CUDA 13.0") && why.contains("12.8"),
+        why.contains(torch) && why.contains(cuda) && why.contains("12.8"),
         "{why}"
     );
-    // An R580 driver runs it.
+    // An R580 driver (CUDA 13.0) runs it: a newer minor of the same major, by minor version
+    // compatibility.
     assert_eq!(plan("580.95.05")["action"], "install");
 }
 

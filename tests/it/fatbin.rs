@@ -529,3 +529,68 @@ fn a_bare_cubin_is_read_with_its_variant_and_agrees_with_cuobjdump() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
 }
+
+/// A library too big for `.nv_fatbin` keeps its fatbins in the x86-64 large-data section
+/// `.ldata` among other data (libcufft.so.12 of nvidia-cufft 12.2.0.57: 29,341 fatbins there,
+/// with sm_120 among them, and a one-image sm_75 stub in `.nv_fatbin`, all cuobjdump lists). Here:
+/// a real nvcc-built shared object whose fatbin is moved into an `.ldata` with other bytes
+/// around it, and a fake magic whose header is not a fatbin's. kiln finds the real one, reads its
+/// images and skips the rest; the run rules then see sm_120.
+#[test]
+fn fatbins_in_a_large_data_section_among_other_bytes_are_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    nvcc(
+        d,
+        &[
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "$SRC/scale.cu",
+            "-o",
+            "lib.so",
+            "-gencode",
+            "arch=compute_90,code=sm_90",
+            "-gencode",
+            "arch=compute_120,code=sm_120",
+        ],
+    );
+    let before = kiln(&d.join("lib.so"));
+    let mut held = before.clone();
+    held.dedup();
+    assert_eq!(held, ["sm_120", "sm_90"]);
+    run(StdCommand::new("objcopy").current_dir(d).args([
+        "-O",
+        "binary",
+        "--only-section=.nv_fatbin",
+        "lib.so",
+        "fatbin.bin",
+    ]));
+    let fatbin = std::fs::read(d.join("fatbin.bin")).unwrap();
+    let mut blob = b"other data, 32 bytes of it......".to_vec();
+    // A fatbin magic whose header says version 7: not a fatbin, skipped.
+    blob.extend_from_slice(&[0x50, 0xed, 0x55, 0xba, 7, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    blob.extend_from_slice(&fatbin);
+    while !blob.len().is_multiple_of(8) {
+        blob.push(0);
+    }
+    blob.extend_from_slice(b"and more data after the fatbin..");
+    std::fs::write(d.join("ldata.bin"), &blob).unwrap();
+    run(StdCommand::new("objcopy").current_dir(d).args([
+        "--remove-section=.nv_fatbin",
+        "--add-section",
+        ".ldata=ldata.bin",
+        "lib.so",
+        "moved.so",
+    ]));
+    let r = kiln::fatbin::read_file(&d.join("moved.so")).unwrap();
+    assert!(r.fatbins.iter().all(|f| f.section == ".ldata"), "{:?}", r.fatbins);
+    assert_eq!(kiln(&d.join("moved.so")), before);
+    let out = kiln_bare()
+        .args(["arch", "--json", "--arch", "12.0"])
+        .arg(d.join("moved.so"))
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    assert_eq!(v["files"][0]["runs_on"][0]["usable"], true, "{v}");
+}

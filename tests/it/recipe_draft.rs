@@ -221,3 +221,86 @@ fn a_draft_of_a_wheel_only_release_reads_the_wheels_metadata_remotely() {
             .any(|f| f.unwrap().file_name().to_string_lossy().starts_with("torch-"))
     }));
 }
+
+/// The draft of torch 2.15.0 is an entry kiln uses: pasted into a copy of the recipe whose own
+/// 2.15.0 entry is removed, `kiln recipes` loads it and a plan for Python 3.11 installs it from
+/// the index. Ground truth: the hand-written entry in recipes/torch.toml (`wheel`,
+/// `runtime_cuda = "13.2"`, `python = ">=3.11"`, read from the same wheel's METADATA), which the
+/// draft must agree with field by field.
+#[test]
+fn a_draft_of_torch_2_15_0_agrees_with_the_recipe_and_is_an_entry_kiln_uses() {
+    let out = kiln_bare()
+        .arg("--recipes")
+        .arg(recipes())
+        .arg("--cache-dir")
+        .arg(cache())
+        .args(["recipe", "draft", "torch", "2.15.0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let draft = text(&out.stdout);
+    assert!(
+        draft.contains("# the recipe's entry for 2.15.0 agrees on all 3 fields compared"),
+        "{draft}"
+    );
+    let entry: String = draft
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        entry.contains("wheel = \"torch==2.15.0\"") && entry.contains("runtime_cuda = \"13.2\""),
+        "{entry}"
+    );
+
+    // A copy of the recipes without 2.15.0, the drafted entry appended.
+    let dir = tempfile::tempdir().unwrap();
+    crate::common::copy_dir(&recipes(), dir.path());
+    let torch = dir.path().join("torch.toml");
+    let text_before = std::fs::read_to_string(&torch).unwrap();
+    let start = text_before
+        .find("[[versions]]\nversion = \"2.15.0\"")
+        .expect("the recipe's 2.15.0 entry");
+    let end = start + text_before[start..].find("\n\n").unwrap() + 2;
+    let without = format!("{}{}\n{entry}", &text_before[..start], &text_before[end..]);
+    std::fs::write(&torch, without).unwrap();
+    let out = kiln_bare()
+        .arg("--recipes")
+        .arg(dir.path())
+        .args(["recipes", "torch", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let v215 = v["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["version"] == "2.15.0")
+        .unwrap_or_else(|| panic!("no 2.15.0 in {v}"))
+        .clone();
+    assert_eq!(v215["runtime_cuda"], "13.2.0", "{v215}");
+    assert_eq!(v215["source"]["requirement"], "torch==2.15.0", "{v215}");
+    // A plan on a fresh Python 3.11 venv takes it (nothing is downloaded: torch comes from the index).
+    let work = tempfile::tempdir().unwrap();
+    let py311 = std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".pyenv/versions/3.11.7/bin/python3.11");
+    let python = if py311.is_file() {
+        crate::common::venv_of(&py311, &work.path().join("venv"))
+    } else {
+        crate::common::venv(&work.path().join("venv"))
+    };
+    let out = kiln_bare()
+        .arg("--recipes")
+        .arg(dir.path())
+        .arg("--python")
+        .arg(&python)
+        .arg("--cache-dir")
+        .arg(work.path().join("cache"))
+        .args(["plan", "torch==2.15.0", "--json", "--arch", "12.0"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let step = crate::common::step(&v, "torch");
+    assert_eq!(step["version"], "2.15.0", "{v}");
+    assert_eq!(step["action"], "install", "{v}");
+}

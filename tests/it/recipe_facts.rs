@@ -172,13 +172,15 @@ fn check_version(set: &RecipeSet, r: &Recipe, entry: &kiln::recipe::model::Versi
         _ => None,
     };
     let wheel_file = pick_wheel(&files).cloned();
-    // Requires-Python: the recipe allows no Python the artifact refuses.
+    // Requires-Python: the recipe allows no Python the artifact refuses (the version's own
+    // `python` narrows the recipe's `[requires] python`).
     let artifact = sdist_file.as_ref().or(wheel_file.as_ref()).unwrap();
     if let (Some(ours), Some(theirs)) = (&r.requires.python_spec, artifact["requires_python"].as_str()) {
         let theirs = VersionSpecifiers::from_str(theirs).unwrap();
         for minor in 8..=16 {
             let py = Version::from_str(&format!("3.{minor}")).unwrap();
-            if ours.contains(&py) && !theirs.contains(&py) {
+            let allowed = ours.contains(&py) && entry.python.as_ref().is_none_or(|own| own.contains(&py));
+            if allowed && !theirs.contains(&py) {
                 bad(format!(
                     "the recipe allows Python 3.{minor}; {} requires {theirs}",
                     artifact["filename"]
@@ -366,6 +368,7 @@ fn an_older_version_that_inherits_the_newer_ones_build_facts_is_caught() {
         "flashinfer.toml",
         "cutlass-dsl.toml",
         "cuda-toolkit.toml",
+        "flashinfer-cubin.toml",
     ] {
         std::fs::copy(root.join(f), dir.path().join(f)).unwrap();
     }
@@ -407,4 +410,188 @@ fn an_older_version_that_inherits_the_newer_ones_build_facts_is_caught() {
         all.contains("import vllm._moe_C_stable_libtorch: no such module"),
         "{all}"
     );
+}
+
+/// The x86_64 wheel a recipe's version offers, from PyPI through the test download cache.
+fn offered_wheel(set: &RecipeSet, name: &str, version: &str) -> std::path::PathBuf {
+    let r = set.get(name).unwrap();
+    let e = r
+        .version_entry(&Version::from_str(version).unwrap())
+        .unwrap_or_else(|| panic!("{name} {version}"));
+    let w = e
+        .wheels
+        .iter()
+        .find(|w| w.file.contains("x86_64") || w.file.ends_with("-none-any.whl"))
+        .unwrap_or_else(|| panic!("{name} {version}: no x86_64 wheel offered"));
+    crate::common::pypi_file(&w.url, &w.sha256)
+}
+
+/// Line `n` (1-based) of member `member` of the wheel at `path`.
+fn member_line(path: &Path, member: &str, n: usize) -> String {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut text = String::new();
+    zip.by_name(member).unwrap().read_to_string(&mut text).unwrap();
+    text.lines().nth(n - 1).unwrap_or("").to_string()
+}
+
+/// sgl-deep-gemm 0.2.3.post2 on 12.0, as recipes/sgl-deep-gemm.toml answers it, read from the
+/// real wheel: no prebuilt kernel image at all (kiln's wheel reader finds one shared object and
+/// no fatbin in it), the SM120 kernels as the JIT sources it ships and the runtimes its `_C.so`
+/// names, and the three APIs SGLang 0.5.23 probes before enabling DeepGEMM on SM120, at the
+/// lines the recipes cite.
+#[test]
+fn sgl_deep_gemm_holds_sm120_kernels_as_jit_sources_and_no_prebuilt_image() {
+    let set = RecipeSet::embedded().unwrap();
+    let wheel = offered_wheel(&set, "sgl-deep-gemm", "0.2.3.post2");
+    let facts = kiln::probe::wheel::read(&wheel).unwrap();
+    assert!(facts.cuda.is_empty(), "{:?}", facts.cuda);
+    assert_eq!(
+        (facts.plain, facts.provides.as_slice()),
+        (1, &["_C.so".to_string()][..])
+    );
+    assert!(facts.unreadable.is_empty(), "{:?}", facts.unreadable);
+    let names: Vec<String> = {
+        let zip = zip::ZipArchive::new(std::fs::File::open(&wheel).unwrap()).unwrap();
+        zip.file_names()
+            .filter_map(|n| n.ok().map(|n| n.into_owned()))
+            .collect()
+    };
+    for header in [
+        "impls/sm120_fp8_paged_mqa_logits.cuh",
+        "impls/sm120_fp8_mqa_logits.cuh",
+        "impls/sm120_fp4_paged_mqa_logits.cuh",
+        "impls/sm120_fp4_mqa_logits.cuh",
+        "impls/sm120_fp8_fp4_gemm_1d1d.cuh",
+        "impls/sm120_bf16_gemm.cuh",
+        "scheduler/sm120_paged_mqa_logits.cuh",
+        "mma/sm120.cuh",
+    ] {
+        let member = format!("deep_gemm/include/deep_gemm/{header}");
+        assert!(names.contains(&member), "{member} is not in {}", wheel.display());
+    }
+    let so = {
+        use std::io::Read;
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(&wheel).unwrap()).unwrap();
+        let mut b = Vec::new();
+        zip.by_name("deep_gemm/_C.so").unwrap().read_to_end(&mut b).unwrap();
+        b
+    };
+    let holds = |s: &str| so.windows(s.len()).any(|w| w == s.as_bytes());
+    for s in [
+        "SM120ArchSpec",
+        "sm120_fp8_paged_mqa_logits",
+        "sm120_paged_mqa_logits_metadata",
+        "libnvrtc.so.13",
+        "bin/nvcc",
+    ] {
+        assert!(holds(s), "deep_gemm/_C.so has no {s:?}");
+    }
+    for (line, def) in [
+        (119, "def m_grouped_fp8_fp4_gemm_nt_contiguous("),
+        (146, "def fp8_einsum("),
+        (155, "def fp8_paged_mqa_logits("),
+        (170, "def get_paged_mqa_logits_metadata("),
+        (176, "def transform_sf_into_required_layout("),
+    ] {
+        let text = member_line(&wheel, "deep_gemm/__init__.py", line);
+        assert!(
+            text.trim_start().starts_with(def),
+            "deep_gemm/__init__.py:{line} is {text:?}"
+        );
+    }
+    assert_eq!(
+        member_line(&wheel, "deep_gemm/cuda_helpers.py", 20).trim(),
+        "assert cuda_home is not None"
+    );
+    // The recipe says so, and SGLang's deep_gemm backend needs the component.
+    let recipe =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/sgl-deep-gemm.toml")).unwrap();
+    assert!(recipe.contains("it HOLDS SM120 kernels, as JIT\n# sources, and no prebuilt kernel image at all."));
+    let sglang = set.get("sglang").unwrap();
+    let dg = sglang
+        .backends
+        .iter()
+        .find(|b| b.value == "deep_gemm" && b.describes(Some(&Version::from_str("0.5.23").unwrap())))
+        .unwrap();
+    assert!(dg.needs.iter().any(|(n, _)| n == "sgl-deep-gemm"));
+}
+
+/// sgl-flash-mla 1.0.0's two extensions hold the images recipes/sgl-flash-mla.toml names, read
+/// from the real wheel with kiln's reader, and the recipe's `[[binaries.optional]]` entries make
+/// exactly the archs FlashMLA lacks by design optional: on 12.0 both extensions lack an image and
+/// are optional; on 9.0 the legacy one holds sm_90a and the SM100-only one is optional; on 10.0
+/// both hold one; on 11.0 (not named) neither may be missing without failing.
+#[test]
+fn sgl_flash_mla_binaries_hold_what_its_recipe_says() {
+    use kiln::resolve::kernels::{Rules, check};
+    let set = RecipeSet::embedded().unwrap();
+    let wheel = offered_wheel(&set, "sgl-flash-mla", "1.0.0");
+    let facts = kiln::probe::wheel::read(&wheel).unwrap();
+    let held: std::collections::BTreeMap<&str, Vec<String>> =
+        facts.cuda.iter().map(|(p, r)| (p.as_str(), r.sass.clone())).collect();
+    assert_eq!(
+        held,
+        std::collections::BTreeMap::from([
+            (
+                "flash_mla/_C_legacy.abi3.so",
+                vec!["sm_90a".into(), "sm_100a".into(), "sm_103a".into(), "sm_107a".into()]
+            ),
+            (
+                "flash_mla/cuda.abi3.so",
+                vec!["sm_100a".into(), "sm_103a".into(), "sm_107a".into()]
+            ),
+        ])
+    );
+    assert!(facts.cuda.iter().all(|(_, r)| r.ptx.is_empty()));
+    let r = set.get("sgl-flash-mla").unwrap();
+    let v = Version::from_str("1.0.0").unwrap();
+    let rules = Rules::of(r, Some(&v), &[]);
+    let files: Vec<(String, &kiln::fatbin::FileReport)> = facts.cuda.iter().map(|(p, f)| (p.clone(), f)).collect();
+    let arch = |a: &str| -> kiln::arch::Arch { a.parse().unwrap() };
+    let c = check(&files, &[arch("12.0")], None, &rules);
+    assert!(c.ok() && c.optional_missing.len() == 2, "{}", c.evidence());
+    let c = check(&files, &[arch("9.0")], None, &rules);
+    assert!(c.ok(), "{}", c.evidence());
+    assert_eq!(c.optional_missing.len(), 1, "{}", c.evidence());
+    assert_eq!(c.optional_missing[0].path, "flash_mla/cuda.abi3.so");
+    let c = check(&files, &[arch("10.0")], None, &rules);
+    assert!(c.ok() && c.optional_missing.is_empty(), "{}", c.evidence());
+    let c = check(&files, &[arch("11.0")], None, &rules);
+    assert!(!c.ok(), "{}", c.evidence());
+}
+
+/// flash-attn-4's `[[limits]]` rest on the lines they cite, read from the real 4.0.0b36 wheel.
+#[test]
+fn flash_attn_4_sm120_limits_are_the_released_interfaces_asserts() {
+    let set = RecipeSet::embedded().unwrap();
+    let wheel = offered_wheel(&set, "flash-attn-4", "4.0.0b36");
+    let file = "flash_attn/cute/interface.py";
+    for (n, text) in [
+        (416, "if arch // 10 == 12:"),
+        (
+            417,
+            "assert num_splits <= 1, \"SM120 forward only supports num_splits=1\"",
+        ),
+        (1751, "elif arch // 10 == 12:"),
+        (
+            1753,
+            "assert not use_block_sparsity, \"Block sparsity not supported on SM 12.0\"",
+        ),
+        (
+            1754,
+            "assert page_table is None, \"Paged KV not supported on SM 12.0 in this PR\"",
+        ),
+        (
+            1755,
+            "assert not is_split_kv, \"SplitKV not supported on SM 12.0 in this PR\"",
+        ),
+    ] {
+        assert_eq!(member_line(&wheel, file, n).trim(), text, "{file}:{n}");
+    }
+    let r = set.get("flash-attn-4").unwrap();
+    let lacks: Vec<&str> = r.limits[0].lacks.iter().map(|c| c.as_str()).collect();
+    assert_eq!(lacks, ["paged-kv", "split-kv", "block-sparsity"]);
+    assert!(r.limits[0].why.contains("flash_attn/cute/interface.py:1751-1755"));
+    assert!(r.limits[0].why.contains(":416-418"));
 }

@@ -7,7 +7,7 @@ fn write(dir: &std::path::Path, name: &str, body: &str) {
 }
 
 #[test]
-fn embedded_recipes_list_all_nine_components() {
+fn embedded_recipes_list_all_fourteen_components() {
     let out = kiln_bare().args(["recipes", "--json"]).output().unwrap();
     assert!(out.status.success());
     let v = stdout_json(&out);
@@ -24,10 +24,15 @@ fn embedded_recipes_list_all_nine_components() {
             "cuda-toolkit",
             "cutlass-dsl",
             "flash-attn",
+            "flash-attn-4",
             "flashinfer",
+            "flashinfer-cubin",
+            "sgl-deep-gemm",
+            "sgl-flash-mla",
             "sglang",
             "sglang-kernel",
             "sglang-router",
+            "smg",
             "torch",
             "vllm"
         ]

@@ -116,7 +116,10 @@ fn vllm_and_sglang_share_one_torch_and_fall_back_to_older_versions_around_an_ado
         (t["action"].as_str(), t["version"].as_str()),
         (Some("reinstall"), Some("2.14.1"))
     );
-    assert_eq!(t["reason"], "replace 2.11.0+cu130 with 2.14.1");
+    assert_eq!(
+        t["reason"],
+        "replace 2.11.0+cu130 with 2.14.1; 2.14.1, not 2.15.0: sglang 0.5.23 needs torch ==2.14.1; you asked for sglang==0.5.23"
+    );
     assert_eq!(step(&v, "sglang")["version"], "0.5.23");
 }
 

@@ -38,7 +38,13 @@ fn sglang_plan_for_sm120_is_in_dependency_order_with_reasons() {
         ("cuda-toolkit", "keep"),
         ("cutlass-dsl", "install"),
         ("torch", "install"),
+        // The kernel packages SGLang 0.5.23 pins are components of their own: flash-attn-4 from
+        // its sdist (no prebuilt wheels here), the wheel-only sgl-deep-gemm and sgl-flash-mla
+        // from the index; flashinfer-cubin, which only 0.5.11 pins, is no step.
+        ("flash-attn-4", "build"),
         ("flashinfer", "build"),
+        ("sgl-deep-gemm", "install"),
+        ("sgl-flash-mla", "install"),
         ("sglang-kernel", "build"),
         ("sglang", "build"),
     ]
@@ -46,7 +52,7 @@ fn sglang_plan_for_sm120_is_in_dependency_order_with_reasons() {
     .map(|(a, b)| (a.to_string(), b.to_string()))
     .collect();
     assert_eq!(steps(&v), expect);
-    let fi = &v["steps"][3];
+    let fi = step(&v, "flashinfer");
     assert_eq!(fi["features"][0], "cutedsl", "sglang needs flashinfer[cutedsl]");
     // The arch list is read only when kernels JIT-compile, so it is not in the wheel build's
     // env (the JIT proof sets it: tests/it/jit.rs, and arch/mod.rs tests its spelling).
@@ -58,7 +64,7 @@ fn sglang_plan_for_sm120_is_in_dependency_order_with_reasons() {
         "missing: flashinfer-python is not installed in [TMP]/venv; 0.7.2, not 0.7.4: sglang 0.5.11 needs flashinfer ==0.6.8.post1; sglang 0.5.23 needs flashinfer ==0.7.2; you asked for sglang"
     );
     // With CUDA 12.8 flashinfer is still built (12.0 is spelled 12.0a for its JIT).
-    assert_eq!(plan_json(&w, Some("12.8"))["steps"][3]["action"], "build");
+    assert_eq!(step(&plan_json(&w, Some("12.8")), "flashinfer")["action"], "build");
 
     // Without a toolkit, everything that compiles against it is blocked, with the root cause.
     if which::which("nvcc").is_err() && !std::path::Path::new("/usr/local/cuda/bin/nvcc").exists() {
@@ -66,14 +72,18 @@ fn sglang_plan_for_sm120_is_in_dependency_order_with_reasons() {
         let s = &v["steps"];
         assert_eq!(s[0]["action"], "blocked");
         assert!(s[0]["reason"].as_str().unwrap().starts_with("no CUDA toolkit found"));
-        assert_eq!(s[3]["action"], "blocked");
+        let fi = step(&v, "flashinfer");
+        assert_eq!(fi["action"], "blocked");
         assert!(
-            s[3]["reason"]
+            fi["reason"]
                 .as_str()
                 .unwrap()
                 .starts_with("needs cuda-toolkit: no CUDA toolkit found")
         );
-        assert_eq!(s[5]["reason"], "needs sglang-kernel, which is blocked by cuda-toolkit");
+        assert_eq!(
+            step(&v, "sglang")["reason"],
+            "needs sglang-kernel, which is blocked by cuda-toolkit"
+        );
         let human = kiln_bare()
             .arg("--python")
             .arg(&w.python)
@@ -87,7 +97,7 @@ fn sglang_plan_for_sm120_is_in_dependency_order_with_reasons() {
 }
 
 #[test]
-fn doctor_lists_all_nine_components_truthfully() {
+fn doctor_lists_all_fourteen_components_truthfully() {
     let w = World::new();
     let out = kiln_bare()
         .arg("--python")
@@ -98,7 +108,7 @@ fn doctor_lists_all_nine_components_truthfully() {
     assert_eq!(out.status.code(), Some(1));
     let v = stdout_json(&out);
     let comps = v["components"].as_array().unwrap();
-    assert_eq!(comps.len(), 9);
+    assert_eq!(comps.len(), 14);
     for c in comps {
         let name = c["name"].as_str().unwrap();
         if name == "cuda-toolkit" {
@@ -214,4 +224,107 @@ fn a_component_that_cannot_work_on_the_arch_is_unsupported_with_the_reason() {
     let out = w.kiln_with(&dir).args(["install", "--arch", "12.0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("the plan is blocked (see above); nothing was changed"));
+}
+
+/// Issue 22's done-when: on a fresh venv, `kiln plan sglang --arch 12.0` shows the kernel
+/// packages SGLang 0.5.23 pins as components, each with its own verdict read from its real PyPI
+/// wheel (fetched through the test download cache): flash-attn-4 and sgl-deep-gemm hold no
+/// prebuilt kernel (CuTe DSL JIT; DeepGEMM's nvcc JIT), sgl-flash-mla's two extensions hold no
+/// 12.0 image and are optional there by design, with the upstream reason. A driver is said by
+/// `KILN_DRIVER_VERSION` (flash_mla's and sgl_kernel's extensions link libcuda.so.1).
+#[test]
+fn sglang_0_5_23_plans_its_kernel_packages_as_components_with_their_own_verdicts() {
+    let w = World::new();
+    let mut v = serde_json::Value::Null;
+    let mut human = String::new();
+    crate::common::share_sources(&w.cache, || {
+        let plan = |json: bool| {
+            let mut c = kiln_bare();
+            c.arg("--python")
+                .arg(&w.python)
+                .arg("--cache-dir")
+                .arg(&w.cache)
+                .env("KILN_CUDA_VERSION", "13.0")
+                .env("KILN_DRIVER_VERSION", "580.95.05")
+                .args(["plan", "sglang", "--arch", "12.0"]);
+            if json {
+                c.arg("--json");
+            }
+            c.output().unwrap()
+        };
+        v = stdout_json(&plan(true));
+        human = text(&plan(false).stdout);
+    });
+    assert_eq!(step(&v, "sglang")["version"], "0.5.23", "{v}");
+    for name in ["flash-attn-4", "sgl-deep-gemm", "sgl-flash-mla"] {
+        let s = step(&v, name);
+        assert_eq!(s["action"], "install", "{s}");
+        assert_eq!(s["prebuilt"]["install"], true, "{s}");
+        assert_eq!(s["prebuilt"]["binaries"]["archs"], serde_json::json!(["12.0"]), "{s}");
+    }
+    // No prebuilt kernel in the two JIT packages.
+    for name in ["flash-attn-4", "sgl-deep-gemm"] {
+        assert_eq!(step(&v, name)["prebuilt"]["binaries"]["checked"], 0, "{name}");
+    }
+    assert_eq!(step(&v, "flash-attn-4")["version"], "4.0.0b36");
+    assert_eq!(step(&v, "sgl-deep-gemm")["version"], "0.2.3.post2");
+    // sgl-flash-mla: both extensions read, neither holds 12.0, both optional there by design.
+    let mla = &step(&v, "sgl-flash-mla")["prebuilt"]["binaries"];
+    assert_eq!((&mla["checked"], &mla["required"]), (&2.into(), &0.into()), "{mla}");
+    let mut optional: Vec<&str> = mla["optional_missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["path"].as_str().unwrap())
+        .collect();
+    optional.sort();
+    assert_eq!(
+        optional,
+        ["flash_mla/_C_legacy.abi3.so", "flash_mla/cuda.abi3.so"],
+        "{mla}"
+    );
+    assert!(
+        mla["optional_missing"][0]["optional"]
+            .as_str()
+            .unwrap()
+            .contains("flash_mla/_loader.py:9-13"),
+        "{mla}"
+    );
+    // flashinfer-cubin is pinned by SGLang 0.5.11 only: no step here.
+    assert!(
+        !v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "flashinfer-cubin"),
+        "{v}"
+    );
+    // A person sees a verdict line under each.
+    for (name, line) in [
+        (
+            "flash-attn-4",
+            "the prebuilt wheel flash_attn_4-4.0.0b36-py3-none-any.whl qualifies",
+        ),
+        (
+            "sgl-deep-gemm",
+            "the prebuilt wheel sgl_deep_gemm-0.2.3.post2-py3-none-",
+        ),
+        (
+            "sgl-flash-mla",
+            "flash_mla/cuda.abi3.so for 12.0: no usable image (holds sm_100a, sm_103a, sm_107a; CUDA error 209, no kernel image) [optional: FlashMLA has kernels for SM90",
+        ),
+    ] {
+        let lines: Vec<&str> = human.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains(". install") && l.split_whitespace().nth(2) == Some(name))
+            .unwrap_or_else(|| panic!("{name}: {human}"));
+        let is_step = |l: &&str| {
+            l.trim_start()
+                .split_once(". ")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+        };
+        let block: Vec<&str> = lines[at + 1..].iter().take_while(|l| !is_step(l)).copied().collect();
+        assert!(block.iter().any(|l| l.contains(line)), "{name}: {block:?}");
+    }
 }

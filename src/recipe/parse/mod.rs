@@ -17,6 +17,7 @@ mod doc;
 mod inputs;
 #[cfg(test)]
 mod inputs_tests;
+mod limits;
 mod package;
 mod requires;
 mod runtime;
@@ -39,7 +40,7 @@ pub use versions::MAX_VERSIONS;
 
 const TOP: &[&str] = &[
     "package", "source", "requires", "depends", "build", "install", "verify", "features", "backends", "auto",
-    "serving", "versions", "runtime", "aot", "binaries",
+    "serving", "versions", "runtime", "aot", "binaries", "limits",
 ];
 
 /// A file with problems: every diagnostic, and the dependencies that could be read, so that the
@@ -85,6 +86,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
     let runtime_env = runtime::env(&mut cx, root);
     let aot = runtime::aot(&mut cx, root);
     let optional_binaries = binaries::read(&mut cx, root);
+    let limits = limits::read(&mut cx, root);
     if let Some(dist) = &package.dist {
         wheels::check_names(&mut cx, &v.versions, dist);
     }
@@ -140,6 +142,7 @@ pub fn parse(file: &str, src: &str, dir: Option<PathBuf>) -> Result<Recipe, Reje
         backends,
         serving,
         optional_binaries,
+        limits,
         depends_sorted: Vec::new(),
         file: file.to_string(),
         dir,

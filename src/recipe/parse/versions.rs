@@ -1,7 +1,8 @@
 //! `[[versions]]`: the versions a recipe can install, newest first, each with its own source (or
 //! the recipe's) and its own pins. Without `[[versions]]` the recipe describes one version, its
 //! `[package] version` with its `[source]`. An entry may also carry what changed in that release:
-//! its own build inputs (`[[versions.inputs]]`), `prepare` commands and verify `imports`. It
+//! its own build inputs (`[[versions.inputs]]`), `prepare` commands, verify `imports` and the
+//! Python versions it supports (`python`, narrower than `[requires] python`). It
 //! deliberately does not order or compare versions:
 //! the order written is the order of preference.
 
@@ -29,6 +30,7 @@ static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|
             "imports",
             "runtime_cuda",
             "constraints",
+            "python",
         ][..],
         source::KEYS,
     ]
@@ -142,6 +144,11 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
                 None
             }
         });
+    // This version's own Requires-Python, where it is narrower than the recipe's [requires]
+    // python (torch 2.15.0 needs >= 3.11; 2.14.1 takes 3.10).
+    let python = cx
+        .string(t, "python", "versions")
+        .and_then(|p| cx.specifiers(&p, format_args!("versions.python")));
     let mut constraints = Vec::new();
     for c in cx.strings(t, "constraints", "versions").unwrap_or_default() {
         match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(c.value) {
@@ -164,6 +171,7 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
             imports,
             runtime_cuda,
             constraints,
+            python,
         });
     }
 }

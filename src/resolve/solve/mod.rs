@@ -203,7 +203,10 @@ pub fn explain_not_newest(set: &RecipeSet, py: &PythonFacts, req: &Request, solu
         match solve_plain(set, py, &forced) {
             Err(c) => {
                 let own = format!("you asked for {name}==");
-                let because: Vec<String> = c.into_iter().filter(|l| !l.starts_with(&own)).collect();
+                let mut because: Vec<String> = c.into_iter().filter(|l| !l.starts_with(&own)).collect();
+                // Below the newest the constraints allow, a preference chose among the rest
+                // (a prebuilt wheel's pin): that is said too.
+                because.extend(req.prefer.get(name).map(|p| p.why.clone()));
                 solution
                     .not_newest
                     .insert(name.clone(), format!("{v}, not {newest_v}: {}", because.join("; ")));

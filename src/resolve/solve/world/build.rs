@@ -359,7 +359,13 @@ impl<'a> Builder<'a> {
         }
         let shared = std::mem::take(&mut self.shared);
         let mut shared_list = None;
-        for e in &r.versions {
+        // A version whose own Requires-Python refuses this interpreter is no candidate here.
+        let interpreter = Version::from_str(&self.py.python.version).ok();
+        let runs_here = |e: &crate::recipe::model::VersionEntry| match (&e.python, &interpreter) {
+            (Some(spec), Some(py)) => spec.contains(py),
+            _ => true,
+        };
+        for e in r.versions.iter().filter(|e| runs_here(e)) {
             let v = public(&e.version);
             let list = if e.depends.is_empty() {
                 match shared_list {
