@@ -18,17 +18,23 @@ fn cache() -> std::path::PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-draft-cache")
 }
 
-#[test]
-fn a_draft_of_vllm_0_33_0_reproduces_the_recipes_sha256_pins_and_ten_inputs() {
-    let recipe_text = std::fs::read_to_string(recipes().join("vllm.toml")).unwrap();
-    let out = kiln_bare()
+/// `kiln recipe draft ARGS...` on the project's recipes and the shared cache.
+fn draft(args: &[&str]) -> std::process::Output {
+    kiln_bare()
         .arg("--recipes")
         .arg(recipes())
         .arg("--cache-dir")
         .arg(cache())
-        .args(["recipe", "draft", "vllm", "0.33.0", "--json"])
+        .args(["recipe", "draft"])
+        .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_draft_of_vllm_0_33_0_reproduces_the_recipes_sha256_pins_and_ten_inputs() {
+    let recipe_text = std::fs::read_to_string(recipes().join("vllm.toml")).unwrap();
+    let out = draft(&["vllm", "0.33.0", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = stdout_json(&out);
     assert_eq!(v["version"], "0.33.0");
@@ -195,14 +201,7 @@ fn a_draft_needs_the_index_and_says_so_offline() {
 /// NVIDIA's `cuda-toolkit` wheel (recipes/torch.toml, read by hand from the same metadata).
 #[test]
 fn a_draft_of_a_wheel_only_release_reads_the_wheels_metadata_remotely() {
-    let out = kiln_bare()
-        .arg("--recipes")
-        .arg(recipes())
-        .arg("--cache-dir")
-        .arg(cache())
-        .args(["recipe", "draft", "torch", "2.14.1", "--json"])
-        .output()
-        .unwrap();
+    let out = draft(&["torch", "2.14.1", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = stdout_json(&out);
     assert_eq!(v["wheel_requirement"], "torch==2.14.1", "{v}");
@@ -229,14 +228,7 @@ fn a_draft_of_a_wheel_only_release_reads_the_wheels_metadata_remotely() {
 /// draft must agree with field by field.
 #[test]
 fn a_draft_of_torch_2_15_0_agrees_with_the_recipe_and_is_an_entry_kiln_uses() {
-    let out = kiln_bare()
-        .arg("--recipes")
-        .arg(recipes())
-        .arg("--cache-dir")
-        .arg(cache())
-        .args(["recipe", "draft", "torch", "2.15.0"])
-        .output()
-        .unwrap();
+    let out = draft(&["torch", "2.15.0"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let draft = text(&out.stdout);
     assert!(
