@@ -8,8 +8,10 @@
 //! wheel, compiled by NVIDIA's nvcc (PyPI) for sm_90 and sm_120, under an R560 driver, which
 //! cannot drive a Blackwell GPU ("Running any NVIDIA CUDA workload on NVIDIA Blackwell requires
 //! a compatible driver (R570 or higher)", NVIDIA's Software Migration Guide for Blackwell RTX
-//! GPUs, cited in `driver.rs`). The step itself installs and imports (its import needs no GPU):
-//! only the verdict on the environment says it cannot run.
+//! GPUs, cited in `driver.rs`). Installed before the driver is known, the wheel imports (its
+//! import needs no GPU): only the verdict on the environment says it cannot run, and install
+//! says the same; not installed yet, the plan refuses it (issue 19: a step whose result would be
+//! `blocked` is refused at plan time).
 
 use std::collections::BTreeMap;
 
@@ -63,41 +65,55 @@ fn install_ends_with_the_verdict_doctor_gives_right_after() {
     assert_eq!(statuses(&v), statuses(&after), "install: {v}\ndoctor: {after}");
     assert_eq!(statuses(&v)["fixture-cuda"], "ok");
 
-    // An R560 driver (KILN_DRIVER_VERSION alone: NVIDIA's table gives it CUDA 12.6): the wheel
-    // installs and imports, but cannot run on a 12.0 GPU. install says what doctor says, exit 1.
-    uninstall();
+    // An R560 driver (KILN_DRIVER_VERSION alone: NVIDIA's table gives it CUDA 12.6): the
+    // installed wheel imports, but cannot run on a 12.0 GPU. doctor says `blocked`; install
+    // does not reinstall what only a driver can fix: its plan is blocked with doctor's very
+    // reasons, exit 1, and nothing is called verified.
     let r560 = Some("560.35.03");
-    let out = kiln(r560, &install);
-    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
-    let v = stdout_json(&out);
-    assert_eq!(v["result"], "not ok", "{v}");
     let after = kiln(r560, &doctor);
     assert_eq!(after.status.code(), Some(1));
     let after = stdout_json(&after);
-    assert_eq!(statuses(&v), statuses(&after), "install: {v}\ndoctor: {after}");
-    let c = crate::common::component(&v, "fixture-cuda");
-    assert_eq!(c["status"], "blocked", "{c}");
     let d = crate::common::component(&after, "fixture-cuda");
-    assert_eq!(c["reasons"], d["reasons"], "the same reasons");
+    assert_eq!(d["status"], "blocked", "{d}");
     assert!(
-        c["reasons"]
+        d["reasons"]
             .as_array()
             .unwrap()
             .iter()
             .any(|r| r["kind"] == "driver-cannot-drive"),
-        "{c}"
+        "{d}"
+    );
+    let out = kiln(r560, &install);
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["result"], "blocked", "{v}");
+    let step = crate::common::step(&v["plan"], "fixture-cuda");
+    assert_eq!(step["action"], "blocked", "{step}");
+    assert_eq!(step["reasons"][0]["kind"], "assessed", "{step}");
+    assert_eq!(
+        step["reasons"][0]["reasons"], d["reasons"],
+        "doctor's reasons: {step}\n{d}"
     );
 
-    // In words: never "verified" over it, and doctor's reason on stderr.
-    uninstall();
+    // In words: never "verified" over it, and the driver named.
     let out = kiln(r560, &["install", "--arch", "12.0", "fixture-cuda"]);
     assert_eq!(out.status.code(), Some(1));
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(!stdout.contains("verified"), "{stdout}");
-    assert!(stdout.contains("1 not ok by `kiln doctor`'s verdict"), "{stdout}");
     assert!(
-        stderr.contains("error: fixture-cuda 1.0.0 is blocked: ")
-            && stderr.contains("cannot run on a 12.0 GPU with driver 560.35.03 (KILN_DRIVER_VERSION)"),
-        "{stderr}"
+        (stdout.clone() + &stderr).contains("cannot run on a 12.0 GPU with driver 560.35.03 (KILN_DRIVER_VERSION)"),
+        "{stdout}{stderr}"
     );
+
+    // Not installed yet: the same driver is refused at plan time, before anything is fetched
+    // or installed (issue 19: "a step whose result would be `blocked` is refused at plan time").
+    uninstall();
+    let out = kiln(r560, &install);
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert!(
+        all.contains("driver-cannot-drive") || all.contains("cannot run on a 12.0 GPU with driver 560.35.03"),
+        "{all}"
+    );
+    assert!(w.py("import kiln_fixture_cuda").is_err(), "nothing installed: {all}");
 }
