@@ -47,7 +47,7 @@ fn installed_and_smoked(w: &World) {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (status, evidence) = pure_on(&w, "9.0");
+    let (status, evidence) = pure_on(w, "9.0");
     assert_eq!(status, "ok", "{evidence}");
     assert!(
         evidence.contains("smoke test smoke/fixture-pure.py passed on 9.0"),
