@@ -263,17 +263,7 @@ fn arch_check(
     ev: &Evidence,
 ) -> Option<KernelCheck> {
     let bins = bins.filter(|b| !b.cuda.is_empty() && !ev.archs.is_empty())?;
-    let loc = dist.location.as_deref().unwrap_or("");
-    let files: Vec<(String, &crate::fatbin::FileReport)> = bins
-        .cuda
-        .iter()
-        .map(|f| {
-            let rel = std::path::Path::new(&f.path)
-                .strip_prefix(loc)
-                .map_or(f.path.clone(), |p| p.display().to_string());
-            (rel, f)
-        })
-        .collect();
+    let files = relative_files(bins, dist);
     let driver = ev.machine.driver_cuda.as_ref().map(|d| &d.value);
     let version = Version::from_str(&dist.version).ok();
     let mut c = kernels::check(
@@ -486,4 +476,21 @@ fn assess_python(r: &Recipe, ev: &Evidence, constraints: &[Constraint]) -> Asses
         });
     }
     a
+}
+
+/// A distribution's CUDA binaries by their path inside its location (as its RECORD names them).
+pub(super) fn relative_files<'a>(
+    bins: &'a Binaries,
+    dist: &crate::probe::python::Dist,
+) -> Vec<(String, &'a crate::fatbin::FileReport)> {
+    let loc = dist.location.as_deref().unwrap_or("");
+    bins.cuda
+        .iter()
+        .map(|f| {
+            let rel = std::path::Path::new(&f.path)
+                .strip_prefix(loc)
+                .map_or(f.path.clone(), |p| p.display().to_string());
+            (rel, f)
+        })
+        .collect()
 }

@@ -69,17 +69,7 @@ pub fn judge(
         .filter(|(name, _)| !managed.contains(*name))
         .filter_map(|(name, dist)| {
             let bins = binaries.get(name).filter(|b| !b.cuda.is_empty())?;
-            let loc = dist.location.as_deref().unwrap_or("");
-            let files: Vec<(String, &crate::fatbin::FileReport)> = bins
-                .cuda
-                .iter()
-                .map(|f| {
-                    let rel = std::path::Path::new(&f.path)
-                        .strip_prefix(loc)
-                        .map_or(f.path.clone(), |p| p.display().to_string());
-                    (rel, f)
-                })
-                .collect();
+            let files = super::status::relative_files(bins, dist);
             let mut check = kernels::check(&files, archs, driver, &Rules::default());
             check.unreadable = bins.unreadable.clone();
             let reasons = vec![
