@@ -18,8 +18,8 @@ fn install_locked(w: &World, python: &Path, cache: &Path, args: &[&str]) -> std:
         .unwrap()
 }
 
-#[test]
-fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_wheel() {
+/// A world with fixture-cext (an sdist with a C extension) installed by kiln for 9.0 and 12.0.
+fn cext_for_two_archs() -> World {
     let w = World::new();
     w.remote_sources();
     let out = w
@@ -28,6 +28,12 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
+    w
+}
+
+#[test]
+fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_wheel() {
+    let w = cext_for_two_archs();
 
     // Written without --arch on a machine without a GPU: the archs kiln installed it for.
     let lockfile = w.dir.path().join("kiln.lock");
@@ -166,19 +172,12 @@ fn a_bundle_checks_what_the_node_must_bring_before_changing_anything() {
 /// A bundle's built wheel installs on a node whose host compiler differs from the build host's:
 /// the lock names the wheel by its sha256, and the compiler (like the interpreter's patch
 /// version) decides how it was made, not where it runs. Ground truth: the H200 proof of
-/// 2026-12-02 (docs/gpu-proof.md §1): the lock and bundle were made with g++ 12.2.0 and Python
+/// 2026-12-02 (docs/gpu-proof.md §10): the lock and bundle were made with g++ 12.2.0 and Python
 /// 3.12.1, the H200 has `CXX` = g++ 13.3.0 and Python 3.12.3, and `install --bundle` compiled
 /// flashinfer again for 115 s instead of taking the bundled wheel.
 #[test]
 fn a_bundled_wheel_installs_on_a_node_with_another_host_compiler() {
-    let w = World::new();
-    w.remote_sources();
-    let out = w
-        .kiln()
-        .args(["install", "fixture-cext", "--arch", "9.0,12.0"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let w = cext_for_two_archs();
     let lockfile = w.dir.path().join("kiln.lock");
     let out = w
         .kiln()
