@@ -330,19 +330,20 @@ pub struct RecipeArgs {
 pub enum RecipeAction {
     /// Draft a `[[versions]]` entry from a release's own artifacts, for review
     ///
-    /// Reads the release from PyPI's JSON API (https://pypi.org/pypi/NAME/VERSION/json): the
-    /// sdist's URL and sha256, Requires-Python, the pins of its metadata on kiln components (as
-    /// `depends`), its Linux wheels with their sha256; downloads the sdist (into the cache, by
-    /// sha256) and reads every `FetchContent_Declare`/`FetchContent_Populate` of its CMake
-    /// files as `[[versions.inputs]]`: repository, commit or tag, submodules, subdir and the
-    /// variable that points the build at kiln's copy. Each line says the file (or URL) it came
-    /// from. It never writes a recipe: it prints the entry, then how it differs from the
-    /// recipe's entry for that version, if there is one. A person decides what a source build
-    /// relaxes (a wheel pins torch exactly) and what each input is needed for.
-    ///
-    /// Examples:
-    ///   kiln recipe draft vllm 0.33.0
-    ///   kiln recipe draft torch --json
+    /// Reads the release from the index's Simple API (PEP 691; `UV_INDEX_URL`, else
+    /// `PIP_INDEX_URL`, else https://pypi.org/simple): the sdist's URL and sha256, its Linux
+    /// wheels with their sha256; Requires-Python and the pins on kiln components (as `depends`)
+    /// from a wheel's core metadata (PEP 658), else the sdist's PKG-INFO, else a wheel's METADATA
+    /// read with range requests (no whole-wheel download); the CUDA runtime its wheels pin (as
+    /// `runtime_cuda`). It downloads the sdist (into the cache, by sha256) and reads every
+    /// `FetchContent_Declare`/`FetchContent_Populate` of its CMake files as
+    /// `[[versions.inputs]]` (repository, commit or tag, submodules, subdir, the variable that
+    /// points the build at kiln's copy), the extension modules `setup.py` declares and a
+    /// `use_existing_torch.py` prepare script. Each line says the file (or URL) it came from.
+    /// It never writes a recipe: it prints the entry, then how it differs from the recipe's entry
+    /// for that version, if there is one. A person decides what a source build relaxes (a wheel
+    /// pins torch exactly) and what each input is needed for.
+    #[command(after_help = "Examples:\n  kiln recipe draft vllm 0.33.0\n  kiln recipe draft torch 2.15.0 --json")]
     Draft {
         /// A recipe's name (its distribution is looked up) or any distribution on PyPI
         name: String,

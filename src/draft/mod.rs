@@ -74,6 +74,15 @@ pub struct DraftInput {
     pub why: String,
 }
 
+/// An extension module `setup.py` declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Extension {
+    pub module: String,
+    /// `optional=True`: the build goes on without it.
+    pub optional: bool,
+    pub at: String,
+}
+
 /// One field where the draft and the recipe's entry differ.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Difference {
@@ -110,6 +119,13 @@ pub struct Draft {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime_cuda: Option<Fact>,
     pub inputs: Vec<DraftInput>,
+    /// The extension modules `setup.py` declares (`Extension(name=...)`, `CMakeExtension(...)`),
+    /// every branch's (CUDA, ROCm, CPU): the candidates for `imports`, each with its line.
+    pub extensions: Vec<Extension>,
+    /// `use_existing_torch.py` where the sdist has one: the prepare step of a build against the
+    /// torch present (`prepare = [["{python}", PATH]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existing_torch_script: Option<String>,
     /// The CMake files read for `inputs` (none without an sdist or CMake).
     pub cmake_files: usize,
     /// `None` when the recipe has no entry for this version (or there is no recipe).
@@ -213,12 +229,24 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
             .any(|e| matches!(e.source, Some(crate::recipe::Source::Wheel { .. })))
     });
     let wheel_requirement = from_index.then(|| format!("{dist}=={version}"));
-    let (inputs, cmake_files) = match &sdist_path {
+    let (inputs, cmake_files, extensions, existing_torch_script) = match &sdist_path {
         Some(p) => {
-            let files = cmake_files_of(p)?;
-            (inputs_of(&cmake::fetches(&files)), files.len())
+            let files = sdist_files(p)?;
+            let cmake: Vec<(String, String)> = files.iter().filter(|(f, _)| is_cmake(f)).cloned().collect();
+            let setup = files.iter().find(|(f, _)| f == "setup.py").map(|(_, t)| t.as_str());
+            let script = files
+                .iter()
+                .map(|(f, _)| f)
+                .find(|f| f.rsplit('/').next() == Some("use_existing_torch.py"))
+                .cloned();
+            (
+                inputs_of(&cmake::fetches(&cmake)),
+                cmake.len(),
+                setup.map(extensions_of).unwrap_or_default(),
+                script,
+            )
         }
-        None => (Vec::new(), 0),
+        None => (Vec::new(), 0, Vec::new(), None),
     };
     let mut d = Draft {
         component: recipe.map_or_else(|| name.to_string(), |r| r.name.clone()),
@@ -233,6 +261,8 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
         wheel_requirement,
         runtime_cuda,
         inputs,
+        extensions,
+        existing_torch_script,
         cmake_files,
         differences: None,
         same: 0,
@@ -345,9 +375,15 @@ fn pins(set: &RecipeSet, requires: &[String]) -> Vec<Pin> {
     out
 }
 
-/// The CMake files of an sdist (`CMakeLists.txt` and `*.cmake`, top-level first), as (path
-/// inside the sdist's top directory, text).
-fn cmake_files_of(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
+fn is_cmake(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or("");
+    file == "CMakeLists.txt" || file.ends_with(".cmake")
+}
+
+/// The files of an sdist a draft reads — its CMake files (`CMakeLists.txt`, `*.cmake`, top-level
+/// first), `setup.py`, and any `use_existing_torch.py` — as (path inside the sdist's top
+/// directory, text).
+fn sdist_files(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
     let err = |detail: String| DraftError::Read {
         path: sdist.display().to_string(),
         detail,
@@ -369,9 +405,9 @@ fn cmake_files_of(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
         // Inside the sdist's top directory (`vllm-0.33.0/`).
         let inner = path.split_once('/').map_or(path.as_str(), |(_, rest)| rest).to_string();
         let file = inner.rsplit('/').next().unwrap_or("");
-        let wanted = (file == "CMakeLists.txt" || file.ends_with(".cmake")) && entry.header().entry_type().is_file();
-        // Bounded: a CMake file larger than this is not one a person wrote.
-        if !wanted || entry.size() > 4 << 20 {
+        let wanted = is_cmake(&inner) || inner == "setup.py" || file == "use_existing_torch.py";
+        // Bounded: a file larger than this is not one a person wrote.
+        if !wanted || !entry.header().entry_type().is_file() || entry.size() > 4 << 20 {
             continue;
         }
         let mut text = String::new();
@@ -382,6 +418,31 @@ fn cmake_files_of(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
     // The top-level CMakeLists.txt first: what it sets, the included files read.
     out.sort_by_key(|(p, _)| (p != "CMakeLists.txt", p.matches('/').count(), p.clone()));
     Ok(out)
+}
+
+/// The extension modules a `setup.py` names: `Extension(name="...")` or `CMakeExtension(...)`
+/// with the name as its first argument or `name=`, one per line.
+fn extensions_of(setup: &str) -> Vec<Extension> {
+    let mut out: Vec<Extension> = Vec::new();
+    for (i, line) in setup.lines().enumerate() {
+        let Some(at) = line.find("Extension(") else { continue };
+        let args = &line[at + "Extension(".len()..];
+        let args = args.trim_start().strip_prefix("name=").unwrap_or(args.trim_start());
+        let Some(quoted) = args.strip_prefix('"').or_else(|| args.strip_prefix('\'')) else {
+            continue;
+        };
+        let Some(module) = quoted.split(['"', '\'']).next().filter(|m| !m.is_empty()) else {
+            continue;
+        };
+        if !out.iter().any(|e| e.module == module) {
+            out.push(Extension {
+                module: module.to_string(),
+                optional: args.contains("optional=True"),
+                at: format!("setup.py:{}", i + 1),
+            });
+        }
+    }
+    out
 }
 
 /// Recipe inputs from FetchContent downloads, one per name (the first declaration with a

@@ -58,6 +58,20 @@ pub fn entry(d: &Draft) -> String {
         }
         let _ = writeln!(t, "]");
     }
+    if let Some(script) = &d.existing_torch_script {
+        let _ = writeln!(t, "# a build against the torch present: {script} strips the torch pins");
+        let _ = writeln!(t, "prepare = [[\"{{python}}\", {}]]", q(script));
+    }
+    if !d.extensions.is_empty() {
+        let _ = writeln!(
+            t,
+            "# extension modules setup.py declares (every branch: keep those this build makes as imports):"
+        );
+        for e in &d.extensions {
+            let opt = if e.optional { ", optional" } else { "" };
+            let _ = writeln!(t, "#   {} ({}{opt})", e.module, e.at);
+        }
+    }
     for i in &d.inputs {
         input(&mut t, i);
     }

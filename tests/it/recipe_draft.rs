@@ -144,6 +144,25 @@ fn a_draft_of_vllm_0_33_0_reproduces_the_recipes_sha256_pins_and_ten_inputs() {
             "{i}"
         );
     }
+    // The prepare step and the extension modules the recipe's 0.33.0 entry names
+    // (`prepare = [["{python}", "tools/use_existing_torch.py"]]`, imports of the two
+    // stable-libtorch extensions: setup.py:1619-1620).
+    assert_eq!(v["existing_torch_script"], "tools/use_existing_torch.py", "{v}");
+    let ext = |m: &str| {
+        v["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["module"] == m)
+            .map(|e| e["at"].as_str().unwrap().to_string())
+    };
+    assert_eq!(ext("vllm._C_stable_libtorch").as_deref(), Some("setup.py:1619"), "{v}");
+    assert_eq!(
+        ext("vllm._moe_C_stable_libtorch").as_deref(),
+        Some("setup.py:1620"),
+        "{v}"
+    );
+    assert!(recipe_text.contains("\"vllm._moe_C_stable_libtorch\""));
     let triton = inputs.iter().find(|i| i["name"] == "triton-kernels").unwrap();
     assert_eq!(triton["subdir"], "python/triton_kernels/triton_kernels", "{triton}");
     let deepgemm = inputs.iter().find(|i| i["name"] == "deepgemm").unwrap();
