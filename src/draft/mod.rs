@@ -13,8 +13,8 @@ pub mod cmake;
 mod compare;
 pub mod pypi;
 pub mod ranged;
+mod sdist;
 
-use std::io::Read;
 use std::path::Path;
 
 use serde::Serialize;
@@ -201,7 +201,7 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
             format!("{}.metadata", f.url),
         ),
         (None, Some(p), _) => (
-            pkg_info(p)?,
+            sdist::pkg_info(p)?,
             format!("{} PKG-INFO", sdist.as_ref().map_or("", |s| s.file.as_str())),
         ),
         (None, None, Some(w)) => (
@@ -231,8 +231,8 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
     let wheel_requirement = from_index.then(|| format!("{dist}=={version}"));
     let (inputs, cmake_files, extensions, existing_torch_script) = match &sdist_path {
         Some(p) => {
-            let files = sdist_files(p)?;
-            let cmake: Vec<(String, String)> = files.iter().filter(|(f, _)| is_cmake(f)).cloned().collect();
+            let files = sdist::files(p)?;
+            let cmake: Vec<(String, String)> = files.iter().filter(|(f, _)| sdist::is_cmake(f)).cloned().collect();
             let setup = files.iter().find(|(f, _)| f == "setup.py").map(|(_, t)| t.as_str());
             let script = files
                 .iter()
@@ -242,7 +242,7 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
             (
                 inputs_of(&cmake::fetches(&cmake)),
                 cmake.len(),
-                setup.map(extensions_of).unwrap_or_default(),
+                setup.map(sdist::extensions_of).unwrap_or_default(),
                 script,
             )
         }
@@ -313,30 +313,6 @@ fn artifact(f: &pypi::File) -> Option<Artifact> {
     })
 }
 
-/// The `PKG-INFO` at the top of an sdist.
-fn pkg_info(sdist: &Path) -> Result<String, DraftError> {
-    let err = |detail: String| DraftError::Read {
-        path: sdist.display().to_string(),
-        detail,
-    };
-    let f = std::fs::File::open(sdist).map_err(|e| err(e.to_string()))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(f));
-    for entry in archive.entries().map_err(|e| err(e.to_string()))? {
-        let mut entry = entry.map_err(|e| err(e.to_string()))?;
-        let path = entry
-            .path()
-            .map_err(|e| err(e.to_string()))?
-            .to_string_lossy()
-            .to_string();
-        if path.matches('/').count() == 1 && path.ends_with("/PKG-INFO") && entry.size() < 16 << 20 {
-            let mut text = String::new();
-            entry.read_to_string(&mut text).map_err(|e| err(e.to_string()))?;
-            return Ok(text);
-        }
-    }
-    Ok(String::new())
-}
-
 /// A wheel for Linux (`manylinux`, `musllinux` or `linux` platform tags), or for any platform.
 fn linux_wheel(file: &str) -> bool {
     let platform = file.trim_end_matches(".whl").rsplit('-').next().unwrap_or("");
@@ -369,76 +345,6 @@ fn pins(set: &RecipeSet, requires: &[String]) -> Vec<Pin> {
                 component: r.name.clone(),
                 requirement: text.clone(),
                 spec,
-            });
-        }
-    }
-    out
-}
-
-fn is_cmake(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or("");
-    file == "CMakeLists.txt" || file.ends_with(".cmake")
-}
-
-/// The files of an sdist a draft reads — its CMake files (`CMakeLists.txt`, `*.cmake`, top-level
-/// first), `setup.py`, and any `use_existing_torch.py` — as (path inside the sdist's top
-/// directory, text).
-fn sdist_files(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
-    let err = |detail: String| DraftError::Read {
-        path: sdist.display().to_string(),
-        detail,
-    };
-    let name = sdist.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if !(name.ends_with(".tar.gz") || name.ends_with(".tgz")) {
-        return Ok(Vec::new());
-    }
-    let f = std::fs::File::open(sdist).map_err(|e| err(e.to_string()))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(f));
-    let mut out = Vec::new();
-    for entry in archive.entries().map_err(|e| err(e.to_string()))? {
-        let mut entry = entry.map_err(|e| err(e.to_string()))?;
-        let path = entry
-            .path()
-            .map_err(|e| err(e.to_string()))?
-            .to_string_lossy()
-            .to_string();
-        // Inside the sdist's top directory (`vllm-0.33.0/`).
-        let inner = path.split_once('/').map_or(path.as_str(), |(_, rest)| rest).to_string();
-        let file = inner.rsplit('/').next().unwrap_or("");
-        let wanted = is_cmake(&inner) || inner == "setup.py" || file == "use_existing_torch.py";
-        // Bounded: a file larger than this is not one a person wrote.
-        if !wanted || !entry.header().entry_type().is_file() || entry.size() > 4 << 20 {
-            continue;
-        }
-        let mut text = String::new();
-        if entry.read_to_string(&mut text).is_ok() {
-            out.push((inner, text));
-        }
-    }
-    // The top-level CMakeLists.txt first: what it sets, the included files read.
-    out.sort_by_key(|(p, _)| (p != "CMakeLists.txt", p.matches('/').count(), p.clone()));
-    Ok(out)
-}
-
-/// The extension modules a `setup.py` names: `Extension(name="...")` or `CMakeExtension(...)`
-/// with the name as its first argument or `name=`, one per line.
-fn extensions_of(setup: &str) -> Vec<Extension> {
-    let mut out: Vec<Extension> = Vec::new();
-    for (i, line) in setup.lines().enumerate() {
-        let Some(at) = line.find("Extension(") else { continue };
-        let args = &line[at + "Extension(".len()..];
-        let args = args.trim_start().strip_prefix("name=").unwrap_or(args.trim_start());
-        let Some(quoted) = args.strip_prefix('"').or_else(|| args.strip_prefix('\'')) else {
-            continue;
-        };
-        let Some(module) = quoted.split(['"', '\'']).next().filter(|m| !m.is_empty()) else {
-            continue;
-        };
-        if !out.iter().any(|e| e.module == module) {
-            out.push(Extension {
-                module: module.to_string(),
-                optional: args.contains("optional=True"),
-                at: format!("setup.py:{}", i + 1),
             });
         }
     }
