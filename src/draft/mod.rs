@@ -163,7 +163,9 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
         .filter(|f| f.version().as_deref() == Some(version.as_str()))
         .collect();
     if files.is_empty() {
-        return Err(DraftError::Index(format!("{index} lists no file of {dist} {version}")));
+        return Err(DraftError::Index(format!(
+            "{index} lists no file of {dist} {version}: check the version, or leave it out to draft the newest release"
+        )));
     }
     let sdist = files
         .iter()

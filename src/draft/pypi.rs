@@ -114,9 +114,15 @@ fn get(url: &str, accept: Option<&str>, scratch: &Path) -> Result<String, String
     let got = crate::download::fetch(url, &part, &policy, &mut |_, _| {});
     let text = std::fs::read_to_string(&part);
     let _ = std::fs::remove_file(&part);
-    got.map_err(|e| match e.hint() {
-        Some(h) => format!("{e} ({h})"),
-        None => e.to_string(),
+    got.map_err(|e| match e {
+        // Not a file a recipe names: the index has no such page.
+        crate::download::DownloadError::Status { status: 404, .. } => format!(
+            "{url}: the index has no such page (HTTP 404): check the name, or set UV_INDEX_URL to the index that has it"
+        ),
+        e => match e.hint() {
+            Some(h) => format!("{e} ({h})"),
+            None => e.to_string(),
+        },
     })?;
     text.map_err(|e| format!("cannot read the answer of {url}: {e}"))
 }

@@ -7,39 +7,10 @@ use std::path::Path;
 
 use super::{DraftError, Extension};
 
-/// The `PKG-INFO` at the top of an sdist.
-pub(super) fn pkg_info(sdist: &Path) -> Result<String, DraftError> {
-    let err = |detail: String| DraftError::Read {
-        path: sdist.display().to_string(),
-        detail,
-    };
-    let f = std::fs::File::open(sdist).map_err(|e| err(e.to_string()))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(f));
-    for entry in archive.entries().map_err(|e| err(e.to_string()))? {
-        let mut entry = entry.map_err(|e| err(e.to_string()))?;
-        let path = entry
-            .path()
-            .map_err(|e| err(e.to_string()))?
-            .to_string_lossy()
-            .to_string();
-        if path.matches('/').count() == 1 && path.ends_with("/PKG-INFO") && entry.size() < 16 << 20 {
-            let mut text = String::new();
-            entry.read_to_string(&mut text).map_err(|e| err(e.to_string()))?;
-            return Ok(text);
-        }
-    }
-    Ok(String::new())
-}
-
-pub(super) fn is_cmake(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or("");
-    file == "CMakeLists.txt" || file.ends_with(".cmake")
-}
-
-/// The files of an sdist a draft reads — its CMake files (`CMakeLists.txt`, `*.cmake`, top-level
-/// first), `setup.py`, and any `use_existing_torch.py` — as (path inside the sdist's top
-/// directory, text).
-pub(super) fn files(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
+/// The text of the members `keep` names (by their path inside the sdist's top directory,
+/// `vllm-0.33.0/`), each regular file of at most `limit` bytes; nothing for an sdist that is not
+/// a `.tar.gz`.
+fn members(sdist: &Path, keep: impl Fn(&str) -> bool, limit: u64) -> Result<Vec<(String, String)>, DraftError> {
     let err = |detail: String| DraftError::Read {
         path: sdist.display().to_string(),
         detail,
@@ -58,12 +29,8 @@ pub(super) fn files(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
             .map_err(|e| err(e.to_string()))?
             .to_string_lossy()
             .to_string();
-        // Inside the sdist's top directory (`vllm-0.33.0/`).
         let inner = path.split_once('/').map_or(path.as_str(), |(_, rest)| rest).to_string();
-        let file = inner.rsplit('/').next().unwrap_or("");
-        let wanted = is_cmake(&inner) || inner == "setup.py" || file == "use_existing_torch.py";
-        // Bounded: a file larger than this is not one a person wrote.
-        if !wanted || !entry.header().entry_type().is_file() || entry.size() > 4 << 20 {
+        if !keep(&inner) || !entry.header().entry_type().is_file() || entry.size() > limit {
             continue;
         }
         let mut text = String::new();
@@ -71,6 +38,26 @@ pub(super) fn files(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
             out.push((inner, text));
         }
     }
+    Ok(out)
+}
+
+/// The `PKG-INFO` at the top of an sdist (empty when it has none).
+pub(super) fn pkg_info(sdist: &Path) -> Result<String, DraftError> {
+    let found = members(sdist, |p| p == "PKG-INFO", 16 << 20)?;
+    Ok(found.into_iter().next().map(|(_, t)| t).unwrap_or_default())
+}
+
+pub(super) fn is_cmake(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or("");
+    file == "CMakeLists.txt" || file.ends_with(".cmake")
+}
+
+/// The files of an sdist a draft reads — its CMake files (`CMakeLists.txt`, `*.cmake`, top-level
+/// first), `setup.py`, and any `use_existing_torch.py` — as (path inside the sdist's top
+/// directory, text). A file over 4 MiB is not one a person wrote, and is skipped.
+pub(super) fn files(sdist: &Path) -> Result<Vec<(String, String)>, DraftError> {
+    let wanted = |p: &str| is_cmake(p) || p == "setup.py" || p.rsplit('/').next() == Some("use_existing_torch.py");
+    let mut out = members(sdist, wanted, 4 << 20)?;
     // The top-level CMakeLists.txt first: what it sets, the included files read.
     out.sort_by_key(|(p, _)| (p != "CMakeLists.txt", p.matches('/').count(), p.clone()));
     Ok(out)

@@ -18,6 +18,16 @@ fn install_locked(w: &World, python: &Path, cache: &Path, args: &[&str]) -> std:
         .unwrap()
 }
 
+/// fixture-cext's outcome in `install --json`.
+fn cext_outcome(v: &serde_json::Value) -> &serde_json::Value {
+    v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "fixture-cext")
+        .unwrap_or_else(|| panic!("no fixture-cext outcome: {v}"))
+}
+
 /// A world with fixture-cext (an sdist with a C extension) installed by kiln for 9.0 and 12.0.
 fn cext_for_two_archs() -> World {
     let w = World::new();
@@ -84,12 +94,7 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
     let v = stdout_json(&out);
     assert_eq!(v["archs_from"], "lock components", "{v}");
     assert_eq!(v["lock"]["reproduced"], true, "{v}");
-    let cext = v["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == "fixture-cext")
-        .unwrap();
+    let cext = cext_outcome(&v);
     assert_eq!(cext["from_cache"], true, "the bundled wheel, not a compile: {v}");
 
     // --arch naming other archs than the lock's is refused, naming both.
@@ -208,12 +213,7 @@ fn a_bundled_wheel_installs_on_a_node_with_another_host_compiler() {
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
     let v = stdout_json(&out);
     assert_eq!(v["lock"]["reproduced"], true, "{v}");
-    let cext = v["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == "fixture-cext")
-        .unwrap();
+    let cext = cext_outcome(&v);
     assert_eq!(cext["from_cache"], true, "the bundled wheel, not a compile: {v}");
     let note = cext.to_string();
     assert!(
