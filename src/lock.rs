@@ -456,6 +456,14 @@ fn pin_inputs(recipe_inputs: &[Input], entry: &mut VersionEntry, c: &Locked, pro
                 ))
             }
             (Some(("sha256", _)), InputSource::Archive { .. }) => {}
+            (Some(("sha256", want)), InputSource::Wheel { sha256, wheel, .. }) if sha256 != want => {
+                problems.push(format!(
+                    "{} {}: the lock has build input `{name}` with sha256 {want}; the recipe now names {wheel} with sha256 {sha256}",
+                    c.name,
+                    c.public_version()
+                ))
+            }
+            (Some(("sha256", _)), InputSource::Wheel { .. }) => {}
             _ => problems.push(format!(
                 "{} {}: the lock says build input `{name}` was `{identity}`, but the recipe declares it otherwise",
                 c.name,

@@ -1,6 +1,7 @@
 //! A build's declared inputs (see [`crate::recipe::inputs`]), fetched before the build starts:
 //! a git input checked out at its commit from the cache's mirror (with the submodules it names,
-//! each from its own mirror), an archive checked against its sha256 and unpacked, each into
+//! each from its own mirror), an archive checked against its sha256 and unpacked, files out of a wheel checked
+//! against its sha256 ([`super::wheel_files`]), each into
 //! `<work>/inputs/<name>/`, so that a build never writes into the cache. Offline, only what the
 //! cache holds is used; [`cached`] says (without running anything but `git` on the mirrors)
 //! whether it holds all of an input, which is what `--offline` checks before anything runs and
@@ -98,6 +99,24 @@ fn fetch_one(
             })?;
             (fetched.dir, fetched.identity)
         }
+        InputSource::Wheel {
+            wheel,
+            sha256,
+            member,
+            place,
+        } => {
+            let file = source::cached_download(wheel, sha256, cache, offline, progress).map_err(|e| match e {
+                SourceError::Offline {
+                    what: NotCached::Sdist { url, dir },
+                } => SourceError::Offline {
+                    what: NotCached::Wheel { url, dir },
+                },
+                other => other,
+            })?;
+            let dir = root.join("src");
+            super::wheel_files::extract(&file, wheel, member, place, &dir)?;
+            (dir, format!("sha256:{sha256}"))
+        }
     };
     let tree = match &input.subdir {
         Some(s) => dir.join(s),
@@ -141,6 +160,15 @@ pub fn cached(input: &Input, cache: &Path) -> Result<Vec<PathBuf>, NotCached> {
                 Err(other) => Err(other),
             }
         }
+        InputSource::Wheel { wheel, sha256, .. } => {
+            let dir = cache.join("sources").join(sha256);
+            let name = wheel.rsplit('/').next().unwrap_or(wheel);
+            if dir.join(name).is_file() {
+                Ok(vec![dir])
+            } else {
+                Err(NotCached::Wheel { url: wheel.clone(), dir })
+            }
+        }
     }
 }
 
@@ -165,5 +193,8 @@ pub fn describe(from: &InputSource) -> String {
             format!("{git} @ {at}")
         }
         InputSource::Archive { archive, .. } => archive.rsplit('/').next().unwrap_or(archive).to_string(),
+        InputSource::Wheel { wheel, member, .. } => {
+            format!("{} : {member}", wheel.rsplit('/').next().unwrap_or(wheel))
+        }
     }
 }

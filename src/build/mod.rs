@@ -43,6 +43,7 @@ mod step;
 mod tools;
 pub mod txn;
 mod wheel;
+mod wheel_files;
 /// The wheel cache lives in the store; builds reach it here.
 pub use crate::store::wheels;
 

@@ -39,6 +39,8 @@ pub enum NotCached {
     Commit { url: String, rev: String, dir: PathBuf },
     #[error("the archive {url} is not in the source cache")]
     Archive { url: String, dir: PathBuf },
+    #[error("the wheel {url} is not in the source cache")]
+    Wheel { url: String, dir: PathBuf },
 }
 
 impl NotCached {
@@ -48,7 +50,8 @@ impl NotCached {
             NotCached::Sdist { dir, .. }
             | NotCached::Git { dir, .. }
             | NotCached::Commit { dir, .. }
-            | NotCached::Archive { dir, .. } => dir,
+            | NotCached::Archive { dir, .. }
+            | NotCached::Wheel { dir, .. } => dir,
         }
     }
 
@@ -76,6 +79,8 @@ pub enum SourceError {
     Archive(#[from] archive::ArchiveError),
     #[error("source path {} is not a directory", .0.display())]
     NotADirectory(PathBuf),
+    #[error("the wheel {url} has no member `{member}`")]
+    NoMember { url: String, member: String },
     #[error("{url} at {rev} has no directory `{subdir}`")]
     NoSubdir { url: String, rev: String, subdir: String },
     #[error("{url} has no commit, tag or branch `{rev}`")]

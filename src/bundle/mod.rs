@@ -151,7 +151,9 @@ fn inputs_of(comp: &crate::lock::Locked, set: &RecipeSet, cache: &Path, c: &mut 
         // What the lock says it was, not what the recipe says now.
         match (identity.split_once(':'), &mut input.from) {
             (Some(("git", commit)), InputSource::Git { rev, .. }) => *rev = Some(commit.to_string()),
-            (Some(("sha256", sha)), InputSource::Archive { sha256, .. }) if crate::lock::is_sha256(sha) => {
+            (Some(("sha256", sha)), InputSource::Archive { sha256, .. } | InputSource::Wheel { sha256, .. })
+                if crate::lock::is_sha256(sha) =>
+            {
                 *sha256 = sha.to_string()
             }
             _ => {

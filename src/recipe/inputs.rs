@@ -52,6 +52,16 @@ pub enum InputSource {
     },
     /// An archive (tar or zip) at a URL or local path, checked against its sha256.
     Archive { archive: String, sha256: String },
+    /// Files taken from a named wheel (checked against its sha256): the member `member` (a
+    /// directory when it ends in `/`, else one file) placed at `place` inside the input's
+    /// directory. For sources that upstream ships only inside its own release wheel, or whose
+    /// commit cannot be had: the recipe says in `why` that the files equal the pinned ones.
+    Wheel {
+        wheel: String,
+        sha256: String,
+        member: String,
+        place: String,
+    },
 }
 
 /// Which submodules of a git input are checked out (each from its own mirror in the cache).
@@ -86,7 +96,7 @@ impl InputSource {
     pub fn git_rev(&self) -> Option<&str> {
         match self {
             InputSource::Git { rev, tag, .. } => rev.as_deref().or(tag.as_deref()),
-            InputSource::Archive { .. } => None,
+            InputSource::Archive { .. } | InputSource::Wheel { .. } => None,
         }
     }
 
@@ -95,7 +105,9 @@ impl InputSource {
     pub fn pinned(&self) -> Option<String> {
         match self {
             InputSource::Git { rev, .. } => rev.as_ref().map(|r| format!("git:{r}")),
-            InputSource::Archive { sha256, .. } => Some(format!("sha256:{sha256}")),
+            InputSource::Archive { sha256, .. } | InputSource::Wheel { sha256, .. } => {
+                Some(format!("sha256:{sha256}"))
+            }
         }
     }
 }

@@ -20,6 +20,9 @@ const KEYS: &[&str] = &[
     "submodules",
     "archive",
     "sha256",
+    "wheel",
+    "member",
+    "place",
     "subdir",
     "env",
     "arch",
@@ -114,8 +117,34 @@ fn one(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &str
     })
 }
 
-/// Exactly one of `git` (with `rev`, a full commit) and `archive` (with `sha256`).
+/// Exactly one of `git` (with `rev`, a full commit), `archive` (with `sha256`) and `wheel`
+/// (with `sha256`, `member` and `place`).
 fn source(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &str) -> Option<InputSource> {
+    let kinds = ["git", "archive", "wheel"].iter().filter(|k| t.contains(k)).count();
+    if kinds == 1 && t.contains("wheel") {
+        return wheel(cx, t, section);
+    }
+    if kinds != 1 {
+        cx.error(
+            Some(header),
+            if kinds > 1 {
+                "a build input names more than one of `git`, `archive` and `wheel`".into()
+            } else {
+                "a build input names no source".into()
+            },
+            "give exactly one of `git` (with `rev`, a commit), `archive` (with `sha256`) or `wheel` (with `sha256`, `member`, `place`)",
+        );
+        return None;
+    }
+    for key in ["member", "place"] {
+        if let Some(i) = t.get(key) {
+            cx.error(
+                i.span(),
+                format!("`{key}` belongs to a `wheel` input"),
+                "take files out of a wheel with `wheel = URL`, `sha256`, `member` and `place`",
+            );
+        }
+    }
     match (t.contains("git"), t.contains("archive")) {
         (true, false) => {
             for key in ["sha256"] {
@@ -209,6 +238,69 @@ fn source(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &
             None
         }
     }
+}
+
+/// `wheel = URL`, `sha256`, `member` (a path in the wheel; a directory ends in `/`) and `place`
+/// (where it goes in the input's directory).
+fn wheel(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<InputSource> {
+    for key in ["rev", "tag", "submodules", "subdir"] {
+        if let Some(i) = t.get(key) {
+            cx.error(
+                i.span(),
+                format!("`{key}` does not belong to a `wheel` input"),
+                "name the files with `member` and where they go with `place`",
+            );
+        }
+    }
+    let at = t.get("wheel").and_then(|i| i.span());
+    let url = cx.string(t, "wheel", section);
+    if let Some(u) = &url
+        && !u.value.ends_with(".whl")
+    {
+        cx.error(
+            u.span.clone(),
+            format!("`{}` is not a wheel (its name ends in `.whl`)", u.value),
+            "the URL of the wheel file, as PyPI's simple index lists it",
+        );
+    }
+    let sha = cx.required(t, "sha256", section, at.clone());
+    let good = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Some(s) = &sha
+        && !good(s.value)
+    {
+        cx.error(
+            s.span.clone(),
+            format!("`{section}.sha256` must be 64 hex digits"),
+            "`sha256sum FILE` of the wheel, or the sha256 PyPI's simple index gives",
+        );
+    }
+    let mut paths = Vec::new();
+    for (key, example) in [("member", "`vllm/third_party/fmha_sm100/`"), ("place", "`python/fmha_sm100/`")] {
+        let v = cx.required(t, key, section, at.clone());
+        if let Some(p) = &v
+            && !relative_inside(p.value.trim_end_matches('/'))
+        {
+            cx.error(
+                p.span.clone(),
+                format!("`{section}.{key}` must be a relative path inside the wheel or input, found `{}`", p.value),
+                &format!("a path such as {example} (a directory ends in `/`)"),
+            );
+            paths.push(None);
+            continue;
+        }
+        paths.push(v);
+    }
+    let [member, place]: [_; 2] = paths.try_into().ok()?;
+    let (url, sha, member, place) = (url?, sha.filter(|s| good(s.value))?, member?, place?);
+    if !url.value.ends_with(".whl") {
+        return None;
+    }
+    Some(InputSource::Wheel {
+        wheel: url.value.to_string(),
+        sha256: sha.value.to_ascii_lowercase(),
+        member: member.value.to_string(),
+        place: place.value.to_string(),
+    })
 }
 
 /// `submodules`: `true` (all), `false`, or the paths to check out.
