@@ -376,6 +376,20 @@ pub enum CacheAction {
         #[arg(long, value_name = "FILE")]
         keep: Option<PathBuf>,
     },
+    /// Seed kiln's git mirror of URL from a local clone or bare repository DIR, for a build
+    /// input or source whose origin cannot be reached from here. URL is the recipe's exact
+    /// string (for a submodule, its `.gitmodules` URL). A build then checks out the pinned
+    /// commit from it, offline or online (a mirror that has the pinned commit is not fetched).
+    #[command(
+        name = "add-mirror",
+        after_help = "Example:\n  kiln cache add-mirror https://github.com/nvidia/cutlass.git ~/src/cutlass\n  kiln install 'vllm==0.26.0' --offline --arch 12.0"
+    )]
+    AddMirror {
+        /// The repository URL as the recipe (or `.gitmodules`) names it
+        url: String,
+        /// A local clone or bare repository holding the pinned commits
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]

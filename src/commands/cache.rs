@@ -11,6 +11,20 @@ use crate::settings::Settings;
 
 pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
     let cache = &settings.cache_dir;
+    if let Some(CacheAction::AddMirror { url, dir }) = action {
+        let seeded = crate::store::mirror::seed(url, dir, cache).map_err(|e| {
+            Failure::User(format!(
+                "cannot seed the mirror of {url} from {}: {e}\n  hint: name a local clone or bare repository (`git clone --mirror URL DIR` where the origin can be reached)",
+                dir.display()
+            ))
+        })?;
+        if settings.json {
+            report::json_doc(&seeded);
+        } else if !settings.quiet {
+            show::seeded(&seeded);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let Some(CacheAction::Clean {
         wheels,
         sources,

@@ -96,3 +96,16 @@ fn needed(n: &crate::cache_dir::Needed) -> String {
         ),
     }
 }
+
+/// `kiln cache add-mirror`: where the mirror is and what it holds.
+pub fn seeded(s: &crate::store::mirror::Seeded) {
+    let verb = if s.replaced { "replaced" } else { "seeded" };
+    println!("{verb} the mirror of {} at {}", s.url, s.mirror.display());
+    println!("  {} commits, {} branches, {} tags", s.commits, s.branches.len(), s.tags.len());
+    for (b, c) in &s.branches {
+        println!("  branch {b} {c}");
+    }
+    for (t, c) in &s.tags {
+        println!("  tag {t} {c}");
+    }
+}

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 
 pub mod atomic;
 pub mod locked_wheel;
+pub mod mirror;
 pub mod wheel;
 pub mod wheels;
 

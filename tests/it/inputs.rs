@@ -1,5 +1,7 @@
 //! Declared build inputs, end to end with real git repositories (one with a submodule) and a
-//! real archive made by the test: the plan lists them with their pinned identity and the
+//! real archive and a real wheel made by the test (files of the wheel placed under a path of the
+//! input's directory, as vLLM's `FMHA_SM100_SRC_DIR` input takes `python/fmha_sm100` out of the
+//! release wheel): the plan lists them with their pinned identity and the
 //! variables that point the build at them; offline with an empty cache each missing one is named
 //! before anything runs; the build gets them (and no network, where the machine can deny it);
 //! `kiln.json`, the lock and a bundle carry them, and a node with no origin builds from the
@@ -17,6 +19,8 @@ struct Inputs {
     sub: PathBuf,
     archive: PathBuf,
     sha: String,
+    wheel: PathBuf,
+    wheel_sha: String,
 }
 
 /// The package: its build reads two inputs through the variables the recipe declares, and
@@ -26,12 +30,15 @@ from setuptools import setup
 
 headers = pathlib.Path(os.environ["FIXTURE_HEADERS_DIR"])
 blob = pathlib.Path(os.environ["FIXTURE_BLOB_DIR"])
+msa = pathlib.Path(os.environ["FIXTURE_MSA_DIR"])
 devices = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
 pathlib.Path("kiln_fixture_inputs").mkdir(exist_ok=True)
 pathlib.Path("kiln_fixture_inputs/__init__.py").write_text(
     f"ANSWER = {(headers / 'include/answer.h').read_text().strip()!r}\n"
     f"SUB = {(headers / 'third_party/sub/data.txt').read_text().strip()!r}\n"
     f"BLOB = {(blob / 'value.txt').read_text().strip()!r}\n"
+    f"MSA = {(msa / 'python/msa/api.py').read_text().strip()!r}\n"
+    f"MSA_FILES = {sorted(str(p.relative_to(msa)) for p in msa.rglob('*') if p.is_file())!r}\n"
     f"ARGS = {os.environ['FIXTURE_ARGS']!r}\n"
     f"DEVICES = {devices!r}\n"
 )
@@ -78,12 +85,30 @@ fn make_inputs(w: &World) -> Inputs {
         .next()
         .unwrap()
         .to_string();
+    // A wheel whose `pkg/third_party/msa/` member is the input; the rest of the wheel is not.
+    let wheel = root.join("pkg-1.0-py3-none-any.whl");
+    sh(
+        root,
+        &[
+            "python3",
+            "-c",
+            "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1], 'w')\nz.writestr('pkg/third_party/msa/api.py', 'API = 1\\n')\nz.writestr('pkg/third_party/msa/cute/k.py', 'K = 2\\n')\nz.writestr('pkg/other.py', 'no\\n')\nz.close()",
+            wheel.to_str().unwrap(),
+        ],
+    );
+    let wheel_sha = sh(root, &["sha256sum", wheel.to_str().unwrap()])
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
     Inputs {
         repo,
         commit,
         sub,
         archive,
         sha,
+        wheel,
+        wheel_sha,
     }
 }
 
@@ -118,6 +143,15 @@ subdir = "data"
 env = {{ FIXTURE_BLOB_DIR = "{{path}}", FIXTURE_ARGS = "-DBLOB={{path}}" }}
 why = "setup.py reads FIXTURE_BLOB_DIR (test fixture)"
 
+[[build.inputs]]
+name = "msa"
+wheel = "{wheel}"
+sha256 = "{wheel_sha}"
+member = "pkg/third_party/msa/"
+place = "python/msa/"
+env = {{ FIXTURE_MSA_DIR = "{{path}}" }}
+why = "setup.py reads FIXTURE_MSA_DIR/python/msa (test fixture)"
+
 [verify]
 imports = ["kiln_fixture_inputs"]
 "#,
@@ -125,6 +159,8 @@ imports = ["kiln_fixture_inputs"]
             commit = i.commit,
             archive = i.archive.display(),
             sha = i.sha,
+            wheel = i.wheel.display(),
+            wheel_sha = i.wheel_sha,
         ),
     );
 }
@@ -133,7 +169,7 @@ fn module(python: &Path) -> serde_json::Value {
     let out = std::process::Command::new(python)
         .args([
             "-c",
-            "import json, kiln_fixture_inputs as m; print(json.dumps({k: getattr(m, k) for k in ('ANSWER', 'SUB', 'BLOB', 'ARGS', 'DEVICES')}))",
+            "import json, kiln_fixture_inputs as m; print(json.dumps({k: getattr(m, k) for k in ('ANSWER', 'SUB', 'BLOB', 'MSA', 'MSA_FILES', 'ARGS', 'DEVICES')}))",
         ])
         .output()
         .unwrap();
@@ -167,6 +203,11 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
     assert_eq!(inputs[0]["tag"], "v1.0");
     assert_eq!(inputs[1]["name"], "blob");
     assert_eq!(inputs[1]["sha256"], i.sha.as_str());
+    assert_eq!(inputs[2]["name"], "msa");
+    assert_eq!(inputs[2]["wheel"], i.wheel.display().to_string());
+    assert_eq!(inputs[2]["sha256"], i.wheel_sha.as_str());
+    assert_eq!(inputs[2]["member"], "pkg/third_party/msa/");
+    assert_eq!(inputs[2]["place"], "python/msa/");
     assert_eq!(step["env"]["FIXTURE_HEADERS_DIR"], "<input headers>");
     assert_eq!(
         step["env"]["FIXTURE_ARGS"],
@@ -196,6 +237,13 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
         )),
         "{all}"
     );
+    assert!(
+        all.contains(&format!(
+            "build input `msa`: the wheel {} is not in the source cache",
+            i.wheel.display()
+        )),
+        "{all}"
+    );
     assert!(w.py("import kiln_fixture_inputs").is_err());
 
     // Online: fetched first, the build reads them (the submodule from its own mirror).
@@ -205,6 +253,9 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
     assert_eq!(m["ANSWER"], "42");
     assert_eq!(m["SUB"], "from the submodule");
     assert_eq!(m["BLOB"], "7");
+    // Only the member, under its place: the wheel's other files are not in the input.
+    assert_eq!(m["MSA"], "API = 1");
+    assert_eq!(m["MSA_FILES"], serde_json::json!(["python/msa/api.py", "python/msa/cute/k.py"]));
     let args = m["ARGS"].as_str().unwrap();
     assert!(
         args.starts_with("-DHEADERS=") && args.contains("/inputs/blob/"),
@@ -225,6 +276,7 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
     let lock = std::fs::read_to_string(&lockfile).unwrap();
     assert!(lock.contains(&format!("headers = \"git:{}\"", i.commit)), "{lock}");
     assert!(lock.contains(&format!("blob = \"sha256:{}\"", i.sha)), "{lock}");
+    assert!(lock.contains(&format!("msa = \"sha256:{}\"", i.wheel_sha)), "{lock}");
 
     // The bundle carries the archive and both mirrors (the submodule's too).
     let bundle = w.dir.path().join("inputs.tar");
@@ -240,10 +292,11 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
     let v = stdout_json(&out);
     let entries = crate::common::bundle_entries(&v);
     assert!(entries.contains(&format!("sources/{}", i.sha).as_str()), "{v}");
+    assert!(entries.contains(&format!("sources/{}", i.wheel_sha).as_str()), "{v}");
     assert_eq!(entries.iter().filter(|e| e.starts_with("git/")).count(), 2, "{v}");
 
     // Another node, with no origin left: it builds from the bundle (its wheel left out).
-    for gone in [&i.repo, &i.sub, &i.archive] {
+    for gone in [&i.repo, &i.sub, &i.archive, &i.wheel] {
         std::fs::rename(gone, gone.with_extension("gone")).unwrap();
     }
     let without = w.dir.path().join("without-wheels.tar");
@@ -266,6 +319,7 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
         "{v}"
     );
     assert_eq!(module(&node)["SUB"], "from the submodule");
+    assert_eq!(module(&node)["MSA"], "API = 1");
 }
 
 #[test]
@@ -286,4 +340,80 @@ fn a_build_that_still_downloads_is_named_with_the_host_it_tried() {
         "{all}"
     );
     assert!(all.contains("[[build.inputs]]"), "{all}");
+}
+
+/// `kiln cache add-mirror` seeds the mirror of a URL that cannot be reached (`example.invalid`
+/// never resolves, RFC 2606) from a local repository; ground truth: the repository's own tag and
+/// commit. An online install then checks the pinned commit out of the seeded mirror: it must not
+/// fail on the `git fetch` that cannot reach the origin, because the commit is already there.
+#[test]
+fn a_seeded_mirror_serves_a_pinned_commit_online_and_offline() {
+    let w = World::new();
+    let i = make_inputs(&w);
+    let url = "https://example.invalid/headers.git";
+
+    let out = w
+        .kiln()
+        .args(["cache", "add-mirror", "--json", url])
+        .arg(w.dir.path().join("no-repo-here"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "not a repository: refused");
+    assert!(text(&out.stderr).contains("is not a git repository"), "{}", text(&out.stderr));
+
+    let out = w
+        .kiln()
+        .args(["cache", "add-mirror", "--json", url])
+        .arg(&i.repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["url"], url);
+    assert_eq!(v["commits"], 1);
+    assert_eq!(v["tags"], serde_json::json!([["v1.0", i.commit]]), "{v}");
+    assert!(std::path::Path::new(v["mirror"].as_str().unwrap()).join("HEAD").is_file());
+
+    w.write(
+        "packages/kiln-fixture-seeded/setup.py",
+        r#"import os, pathlib
+from setuptools import setup
+h = pathlib.Path(os.environ["FIXTURE_HEADERS_DIR"])
+pathlib.Path("kiln_fixture_seeded").mkdir(exist_ok=True)
+pathlib.Path("kiln_fixture_seeded/__init__.py").write_text(f"ANSWER = {(h / 'include/answer.h').read_text().strip()!r}\n")
+setup(name="kiln-fixture-seeded", version="1.0.0", packages=["kiln_fixture_seeded"])
+"#,
+    );
+    w.write(
+        "recipes/fixture-seeded.toml",
+        &format!(
+            r#"[package]
+name = "fixture-seeded"
+dist = "kiln-fixture-seeded"
+version = "1.0.0"
+summary = "test fixture: a build input from a seeded mirror"
+
+[source]
+path = "../packages/kiln-fixture-seeded"
+
+[[build.inputs]]
+name = "headers"
+git = "{url}"
+rev = "{commit}"
+tag = "v1.0"
+env = {{ FIXTURE_HEADERS_DIR = "{{path}}" }}
+why = "setup.py reads FIXTURE_HEADERS_DIR (test fixture)"
+
+[verify]
+imports = ["kiln_fixture_seeded"]
+"#,
+            commit = i.commit,
+        ),
+    );
+    let out = w.kiln().args(["install", "fixture-seeded"]).output().unwrap();
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        w.py("import kiln_fixture_seeded as m; print(m.ANSWER)").unwrap().trim(),
+        "42"
+    );
 }

@@ -55,7 +55,10 @@ pub fn checkout(
     offline: bool,
     log: &Path,
 ) -> Result<String, SourceError> {
-    let mirror = git_mirror(url, cache, offline, log)?;
+    // A full commit the mirror already has cannot change: no fetch, so a mirror seeded by
+    // `kiln cache add-mirror` whose origin cannot be reached serves an online run too.
+    let have = is_hex(rev) && has_commit(url, rev, cache);
+    let mirror = git_mirror(url, cache, offline || have, log)?;
     Cmd::new("git")
         .args([
             "clone",
@@ -86,6 +89,12 @@ pub fn checkout(
         .run_logged(log)?;
     submodules(dir, url, which, cache, offline, log)?;
     Ok(commit)
+}
+
+/// Whether the cache's mirror of `url` holds the commit `commit`.
+pub fn has_commit(url: &str, commit: &str, cache: &Path) -> bool {
+    rev_parse(&mirror_dir(url, cache), &format!("{commit}^{{commit}}"))
+        .is_some_and(|c| c.eq_ignore_ascii_case(commit))
 }
 
 /// The commit `tag` names in the mirror of `url`, when the mirror has the tag.
@@ -303,7 +312,15 @@ fn submodules(
         if !which.wants(&sub.path) {
             continue;
         }
-        let mirror = git_mirror(&sub.url, cache, offline, log)?;
+        // The commit the superproject pins for it: a mirror that has it is not fetched.
+        let pinned = Cmd::new("git")
+            .args(["rev-parse", "--verify", "--quiet", &format!("HEAD:{}", sub.path)])
+            .cwd(dir)
+            .output_logged(log)
+            .ok()
+            .map(|o| o.trim().to_string());
+        let have = pinned.is_some_and(|c| is_hex(&c) && has_commit(&sub.url, &c, cache));
+        let mirror = git_mirror(&sub.url, cache, offline || have, log)?;
         Cmd::new("git")
             .args([
                 "config",
