@@ -169,7 +169,7 @@ fn every_mistake_in_an_input_is_reported_at_its_place() {
         (
             "subdir = \"python/kernels\"",
             "git = \"https://x\"",
-            "names both `git` and `archive`",
+            "names more than one of `git`, `archive` and `wheel`",
         ),
         ("arch = [\"9.0\"]", "arch = []", "`arch = []`"),
         (
@@ -186,5 +186,51 @@ fn every_mistake_in_an_input_is_reported_at_its_place() {
         let src = recipe().replacen(from, to, 1);
         let errs = parse("demo.toml", &src, None).unwrap_err().diags;
         assert!(errs.iter().any(|d| d.message.contains(says)), "{to}: {errs:?}");
+    }
+}
+
+/// The wheel-file input: parsed with its member and place; each mistake at its own place.
+#[test]
+fn a_wheel_file_input_names_its_wheel_sha256_member_and_place() {
+    let sha = "a".repeat(64);
+    let good = format!(
+        r#"[package]
+name = "demo"
+
+[source]
+path = "."
+
+[[build.inputs]]
+name = "msa"
+wheel = "https://example.invalid/demo-1.0-py3-none-any.whl"
+sha256 = "{sha}"
+member = "demo/third_party/msa/"
+place = "python/msa/"
+env = {{ MSA_SRC_DIR = "{{path}}" }}
+why = "cmake/msa.cmake:5 MSA_SRC_DIR (test)"
+"#
+    );
+    let r = parse("demo.toml", &good, None).unwrap();
+    assert_eq!(
+        r.build.inputs[0].from,
+        InputSource::Wheel {
+            wheel: "https://example.invalid/demo-1.0-py3-none-any.whl".into(),
+            sha256: sha.clone(),
+            member: "demo/third_party/msa/".into(),
+            place: "python/msa/".into(),
+        }
+    );
+    for (from, to, says, at) in [
+        ("place = \"python/msa/\"", "place = \"../up/\"", "`build.inputs.place` must be a relative path", "\"../up/\""),
+        ("-py3-none-any.whl\"", "-py3-none-any.zip\"", "is not a wheel", "\"https://"),
+        ("member = \"demo/third_party/msa/\"\n", "", "missing key `build.inputs.member`", "\"https://"),
+        ("place = \"python/msa/\"", "place = \"python/msa/\"\nsubdir = \"x\"", "`subdir` does not belong to a `wheel` input", "\"x\""),
+        ("place = \"python/msa/\"", "place = \"python/msa/\"\ngit = \"https://x\"", "more than one of", "[[build.inputs]]"),
+    ] {
+        let src = good.replacen(from, to, 1);
+        let errs = parse("demo.toml", &src, None).unwrap_err().diags;
+        let d = errs.iter().find(|d| d.message.contains(says)).unwrap_or_else(|| panic!("{to}: {errs:?}"));
+        let line = src.lines().nth(d.line - 1).unwrap();
+        assert!(line[d.column - 1..].starts_with(at), "{}: {line}", d.message);
     }
 }
