@@ -166,7 +166,10 @@ pub fn cached(input: &Input, cache: &Path) -> Result<Vec<PathBuf>, NotCached> {
             if dir.join(name).is_file() {
                 Ok(vec![dir])
             } else {
-                Err(NotCached::Wheel { url: wheel.clone(), dir })
+                Err(NotCached::Wheel {
+                    url: wheel.clone(),
+                    dir,
+                })
             }
         }
     }

@@ -37,7 +37,9 @@ pub fn extract(wheel: &Path, url: &str, member: &str, place: &str, dest: &Path) 
             })?
             .into_owned();
         let out = if dir {
-            let Some(rest) = name.strip_prefix(member) else { continue };
+            let Some(rest) = name.strip_prefix(member) else {
+                continue;
+            };
             if !inside(rest) {
                 continue;
             }
@@ -96,7 +98,10 @@ mod tests {
         let d = t.path().join("out");
         let n = extract(&w, "u", "pkg/third_party/msa/", "python/msa/", &d).unwrap();
         assert_eq!(n, 2, "the two files under the member; the `..` name is left out");
-        assert_eq!(std::fs::read_to_string(d.join("python/msa/sub/api.py")).unwrap(), "y = 2\n");
+        assert_eq!(
+            std::fs::read_to_string(d.join("python/msa/sub/api.py")).unwrap(),
+            "y = 2\n"
+        );
         assert!(!t.path().join("evil").exists());
         extract(&w, "u", "pkg/third_party/other.py", "a/b.py", &d).unwrap();
         assert_eq!(std::fs::read_to_string(d.join("a/b.py")).unwrap(), "z = 3\n");

@@ -105,9 +105,7 @@ impl InputSource {
     pub fn pinned(&self) -> Option<String> {
         match self {
             InputSource::Git { rev, .. } => rev.as_ref().map(|r| format!("git:{r}")),
-            InputSource::Archive { sha256, .. } | InputSource::Wheel { sha256, .. } => {
-                Some(format!("sha256:{sha256}"))
-            }
+            InputSource::Archive { sha256, .. } | InputSource::Wheel { sha256, .. } => Some(format!("sha256:{sha256}")),
         }
     }
 }

@@ -259,6 +259,10 @@ pub struct VersionEntry {
     /// are narrower than `[requires] python`; the solver offers it only to such an interpreter.
     #[serde(skip)]
     pub python: Option<VersionSpecifiers>,
+    /// `gcc`: the host compiler this version's build needs, in place of `[requires] gcc`
+    /// (vLLM 0.33.0 needs 13, 0.26.0 11.3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gcc: Option<semver::VersionReq>,
 }
 
 impl VersionEntry {
@@ -275,6 +279,7 @@ impl VersionEntry {
             runtime_cuda: None,
             constraints: Vec::new(),
             python: None,
+            gcc: None,
         }
     }
 }

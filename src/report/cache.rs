@@ -101,7 +101,12 @@ fn needed(n: &crate::cache_dir::Needed) -> String {
 pub fn seeded(s: &crate::store::mirror::Seeded) {
     let verb = if s.replaced { "replaced" } else { "seeded" };
     println!("{verb} the mirror of {} at {}", s.url, s.mirror.display());
-    println!("  {} commits, {} branches, {} tags", s.commits, s.branches.len(), s.tags.len());
+    println!(
+        "  {} commits, {} branches, {} tags",
+        s.commits,
+        s.branches.len(),
+        s.tags.len()
+    );
     for (b, c) in &s.branches {
         println!("  branch {b} {c}");
     }

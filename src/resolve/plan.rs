@@ -312,7 +312,7 @@ fn change(
     let brought = if prebuilt {
         Vec::new()
     } else {
-        match build_blockers(r, machine, opts) {
+        match build_blockers(r, step.version.as_deref(), machine, opts) {
             Ok(b) => b,
             Err(blocker) => {
                 step.action = Action::Blocked;
@@ -437,6 +437,7 @@ fn stuck_root(
 /// recipe's range. Otherwise the tools kiln brings for it (see [`super::tools`]).
 fn build_blockers(
     r: &crate::recipe::Recipe,
+    version: Option<&str>,
     machine: &MachineFacts,
     opts: &PlanOptions,
 ) -> Result<Vec<super::tools::Brought>, Box<Reason>> {
@@ -467,7 +468,11 @@ fn build_blockers(
             return Err(Box::new(blocker));
         }
     }
-    if let Some(req) = &r.requires.gcc_req {
+    // The version's own compiler floor, else the recipe's.
+    let own = version
+        .and_then(|v| v.parse::<pep440_rs::Version>().ok())
+        .and_then(|v| r.version_entry(&v).and_then(|e| e.gcc.clone()));
+    if let Some(req) = own.as_ref().or(r.requires.gcc_req.as_ref()) {
         let have = machine
             .host_compiler
             .as_ref()

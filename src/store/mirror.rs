@@ -94,13 +94,20 @@ pub fn seed(url: &str, dir: &Path, cache: &Path) -> Result<Seeded, SeedError> {
     })?;
     let m = mirror.display().to_string();
     let refs = git(
-        &["--git-dir", &m, "for-each-ref", "--format=%(refname) %(objectname) %(*objectname)"],
+        &[
+            "--git-dir",
+            &m,
+            "for-each-ref",
+            "--format=%(refname) %(objectname) %(*objectname)",
+        ],
         None,
     )?;
     let (mut tags, mut branches) = (Vec::new(), Vec::new());
     for line in refs.lines() {
         let mut f = line.split(' ');
-        let (Some(name), Some(obj)) = (f.next(), f.next()) else { continue };
+        let (Some(name), Some(obj)) = (f.next(), f.next()) else {
+            continue;
+        };
         // An annotated tag: the commit it peels to.
         let commit = f.next().filter(|p| !p.is_empty()).unwrap_or(obj).to_string();
         if let Some(t) = name.strip_prefix("refs/tags/") {

@@ -255,7 +255,10 @@ fn declared_inputs_are_planned_fetched_without_the_network_locked_and_bundled() 
     assert_eq!(m["BLOB"], "7");
     // Only the member, under its place: the wheel's other files are not in the input.
     assert_eq!(m["MSA"], "API = 1");
-    assert_eq!(m["MSA_FILES"], serde_json::json!(["python/msa/api.py", "python/msa/cute/k.py"]));
+    assert_eq!(
+        m["MSA_FILES"],
+        serde_json::json!(["python/msa/api.py", "python/msa/cute/k.py"])
+    );
     let args = m["ARGS"].as_str().unwrap();
     assert!(
         args.starts_with("-DHEADERS=") && args.contains("/inputs/blob/"),
@@ -359,7 +362,11 @@ fn a_seeded_mirror_serves_a_pinned_commit_online_and_offline() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "not a repository: refused");
-    assert!(text(&out.stderr).contains("is not a git repository"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is not a git repository"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = w
         .kiln()
@@ -372,7 +379,11 @@ fn a_seeded_mirror_serves_a_pinned_commit_online_and_offline() {
     assert_eq!(v["url"], url);
     assert_eq!(v["commits"], 1);
     assert_eq!(v["tags"], serde_json::json!([["v1.0", i.commit]]), "{v}");
-    assert!(std::path::Path::new(v["mirror"].as_str().unwrap()).join("HEAD").is_file());
+    assert!(
+        std::path::Path::new(v["mirror"].as_str().unwrap())
+            .join("HEAD")
+            .is_file()
+    );
 
     w.write(
         "packages/kiln-fixture-seeded/setup.py",

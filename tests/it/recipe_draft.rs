@@ -325,3 +325,129 @@ fn walkdir_names(dir: &std::path::Path) -> Vec<String> {
     }
     names
 }
+
+/// vLLM 0.26.0's recipe entry against its own sdist's CMake files (read by the draft). Ground
+/// truth: what `cmake/external_projects/*.cmake` and CMakeLists.txt of the 0.26.0 sdist pin.
+/// Where the recipe takes an input from its upstream repository (cutlass, DeepGEMM with its
+/// submodules, qutlass, flash-attention), repository and commit equal the sdist's pins; where it
+/// takes the same files from elsewhere (triton-kernels from a fork, FlashMLA's interface, MSA
+/// and tml-fa4 out of the release wheel), the pin it replaces is the one its comment names, and
+/// the recipe sets the variable the sdist reads.
+#[test]
+fn vllm_0_26_0_inputs_are_the_sdists_pins_or_name_the_pin_they_replace() {
+    let recipe_text = std::fs::read_to_string(recipes().join("vllm.toml")).unwrap();
+    let out = draft(&["vllm", "0.26.0", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(
+        v["sdist"]["sha256"], "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502",
+        "{v}"
+    );
+    let inputs = v["inputs"].as_array().unwrap();
+    let found = |name: &str| {
+        inputs
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("no input {name} in the draft: {v}"))
+    };
+    let set = kiln::recipe::RecipeSet::embedded().unwrap();
+    let vllm = set.get("vllm").unwrap();
+    let version: pep440_rs::Version = "0.26.0".parse().unwrap();
+    let declared = vllm.build_of(Some(&version)).inputs.clone();
+    let input = |name: &str| declared.iter().find(|i| i.name == name).unwrap().clone();
+    use kiln::recipe::inputs::InputSource;
+    // The same repository at the same commit as upstream's pin.
+    for (name, git, rev) in [
+        ("cutlass", "https://github.com/nvidia/cutlass.git", "v4.4.2"),
+        (
+            "deepgemm",
+            "https://github.com/deepseek-ai/DeepGEMM.git",
+            "a6b593d2826719dcf4892609af7b84ee23aaf32a",
+        ),
+        (
+            "qutlass",
+            "https://github.com/IST-DASLab/qutlass.git",
+            "830d2c4537c7396e14a02a46fbddd18b5d107c65",
+        ),
+        (
+            "vllm-flash-attn",
+            "https://github.com/vllm-project/flash-attention.git",
+            "caaa4eb59845388a20b1f435ecaafb4bd9517ad8",
+        ),
+    ] {
+        let d = found(name);
+        assert_eq!(d["git"], git, "{d}");
+        assert_eq!(d["rev"].as_str().or(d["tag"].as_str()), Some(rev), "{d}");
+        let InputSource::Git {
+            git: g, rev: r, tag, ..
+        } = input(name).from
+        else {
+            panic!("{name} is a git input")
+        };
+        assert_eq!(g, git);
+        assert!(
+            r.as_deref() == Some(rev) || tag.as_deref() == Some(rev),
+            "{name}: {r:?} {tag:?}"
+        );
+    }
+    let deepgemm = found("deepgemm");
+    assert_eq!(
+        deepgemm["submodules"],
+        serde_json::json!(["third-party/cutlass", "third-party/fmt"])
+    );
+    // Taken from elsewhere: upstream's pin is the one the recipe's comment names.
+    for (name, pin) in [
+        ("triton-kernels", "v3.5.1"),
+        ("flashmla", "a8f794d1251cbfd88a5011445dd5582289c727e4"),
+        ("fmha-sm100", "2e63ec37a0fc29bc20f39cd1a52e0f5affc33a73"),
+        ("tml-fa4", "b206834606ed5b5f21f8eed6b0683f528ea9cf7d"),
+    ] {
+        let d = found(name);
+        let got = d["rev"].as_str().or(d["tag"].as_str()).unwrap();
+        assert_eq!(got, pin, "{d}");
+        let short = &pin[..pin.len().min(7)];
+        assert!(
+            recipe_text.contains(short),
+            "the recipe names the pin {pin} it replaces"
+        );
+    }
+    // Each input sets the variable the sdist reads (flash-attention: FetchContent's own, by
+    // CMAKE_ARGS, instead of VLLM_FLASH_ATTN_SRC_DIR). The draft also finds the CPU build's
+    // downloads (arm-compute, oneDNN: cmake/cpu_extension.cmake), which a CUDA build never makes.
+    assert_eq!(declared.len(), 8);
+    for i in &declared {
+        let name = i.name.as_str();
+        let d = found(name);
+        let var = d["env"].as_str().unwrap();
+        if name == "vllm-flash-attn" {
+            assert!(
+                i.env["CMAKE_ARGS"]
+                    .raw()
+                    .contains("FETCHCONTENT_SOURCE_DIR_VLLM-FLASH-ATTN")
+            );
+        } else {
+            assert!(i.env.contains_key(var), "{name}: the sdist reads {var}");
+        }
+    }
+    for (name, member) in [
+        ("flashmla", "vllm/third_party/flashmla/flash_mla_interface.py"),
+        ("fmha-sm100", "vllm/third_party/fmha_sm100/"),
+        ("tml-fa4", "vllm/third_party/tml_fa4/"),
+    ] {
+        let InputSource::Wheel {
+            wheel,
+            sha256,
+            member: m,
+            ..
+        } = input(name).from
+        else {
+            panic!("{name} is a wheel-file input")
+        };
+        assert!(wheel.ends_with("vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl"));
+        assert_eq!(
+            sha256,
+            "adb1e4c9b46d0dfdb094121ae5aad670a42412dd813ed4e5db069ed6a15006de"
+        );
+        assert_eq!(m, member);
+    }
+}

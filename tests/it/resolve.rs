@@ -416,3 +416,66 @@ fn no_way_out_is_said_only_after_a_second_solve_found_none() {
     let out = plan(&["--allow-replace", "lib", "app"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `kiln plan 'vllm==0.26.0' --arch 12.0 --json` on the embedded recipe: every build input with
+/// its pinned identity (ground truth: the commits and sha256 the recipe names, which
+/// recipe_draft checks against the 0.26.0 sdist's CMake files), and its own compiler floor:
+/// "GCC >= 11.3 is required to build vLLM" (0.26.0 CMakeLists.txt:23-27), so a g++ 12 builds
+/// it, where 0.33.0 (>= 13, the recipe-wide floor) is blocked.
+#[test]
+fn vllm_0_26_0_plans_every_input_with_its_pin_and_builds_with_gcc_12() {
+    let w = World::new();
+    let gxx = w.dir.path().join("g++12");
+    std::fs::write(&gxx, "#!/bin/sh\necho 'g++ (Debian 12.2.0-14) 12.2.0'\n").unwrap();
+    std::process::Command::new("chmod")
+        .arg("755")
+        .arg(&gxx)
+        .status()
+        .unwrap();
+    let plan = |pin: &str| {
+        let out = real(&w)
+            .env("CXX", &gxx)
+            .args(["plan", "--json", "--arch", "12.0", pin])
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_some(), "{}", text(&out.stderr));
+        stdout_json(&out)
+    };
+    let v = plan("vllm==0.26.0");
+    let s = step(&v, "vllm");
+    assert_eq!(s["action"], "build", "{s}");
+    assert_eq!(s["version"], "0.26.0");
+    let inputs = s["inputs"].as_array().unwrap();
+    let pin = |name: &str| {
+        let i = inputs
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {s}"));
+        (
+            i["rev"].as_str().or(i["sha256"].as_str()).unwrap().to_string(),
+            i.clone(),
+        )
+    };
+    let wheel_sha = "adb1e4c9b46d0dfdb094121ae5aad670a42412dd813ed4e5db069ed6a15006de";
+    for (name, want) in [
+        ("cutlass", "da5e086dab31d63815acafdac9a9c5893b1c69e2"),
+        ("triton-kernels", "0b64adb082be0008f14622b2f3a29aaae03412ed"),
+        ("deepgemm", "a6b593d2826719dcf4892609af7b84ee23aaf32a"),
+        ("qutlass", "830d2c4537c7396e14a02a46fbddd18b5d107c65"),
+        ("vllm-flash-attn", "caaa4eb59845388a20b1f435ecaafb4bd9517ad8"),
+        ("flashmla", wheel_sha),
+        ("fmha-sm100", wheel_sha),
+        ("tml-fa4", wheel_sha),
+    ] {
+        assert_eq!(pin(name).0, want, "{name}");
+    }
+    assert_eq!(inputs.len(), 8, "{s}");
+    assert_eq!(pin("fmha-sm100").1["place"], "python/fmha_sm100/");
+    assert_eq!(s["env"]["FMHA_SM100_SRC_DIR"], "<input fmha-sm100>", "{s}");
+    assert_eq!(s["network"], "denied");
+    // The same g++ 12 is below 0.33.0's floor.
+    let v = plan("vllm==0.33.0");
+    let s = step(&v, "vllm");
+    assert_eq!(s["action"], "blocked", "{s}");
+    assert!(s["reason"].as_str().unwrap().contains(">=13"), "{s}");
+}

@@ -93,8 +93,7 @@ pub fn checkout(
 
 /// Whether the cache's mirror of `url` holds the commit `commit`.
 pub fn has_commit(url: &str, commit: &str, cache: &Path) -> bool {
-    rev_parse(&mirror_dir(url, cache), &format!("{commit}^{{commit}}"))
-        .is_some_and(|c| c.eq_ignore_ascii_case(commit))
+    rev_parse(&mirror_dir(url, cache), &format!("{commit}^{{commit}}")).is_some_and(|c| c.eq_ignore_ascii_case(commit))
 }
 
 /// The commit `tag` names in the mirror of `url`, when the mirror has the tag.

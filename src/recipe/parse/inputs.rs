@@ -275,14 +275,20 @@ fn wheel(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<InputSource> {
         );
     }
     let mut paths = Vec::new();
-    for (key, example) in [("member", "`vllm/third_party/fmha_sm100/`"), ("place", "`python/fmha_sm100/`")] {
+    for (key, example) in [
+        ("member", "`vllm/third_party/fmha_sm100/`"),
+        ("place", "`python/fmha_sm100/`"),
+    ] {
         let v = cx.required(t, key, section, at.clone());
         if let Some(p) = &v
             && !relative_inside(p.value.trim_end_matches('/'))
         {
             cx.error(
                 p.span.clone(),
-                format!("`{section}.{key}` must be a relative path inside the wheel or input, found `{}`", p.value),
+                format!(
+                    "`{section}.{key}` must be a relative path inside the wheel or input, found `{}`",
+                    p.value
+                ),
                 &format!("a path such as {example} (a directory ends in `/`)"),
             );
             paths.push(None);

@@ -196,6 +196,7 @@ fn a_wheel_file_input_names_its_wheel_sha256_member_and_place() {
     let good = format!(
         r#"[package]
 name = "demo"
+version = "1.0"
 
 [source]
 path = "."
@@ -221,15 +222,43 @@ why = "cmake/msa.cmake:5 MSA_SRC_DIR (test)"
         }
     );
     for (from, to, says, at) in [
-        ("place = \"python/msa/\"", "place = \"../up/\"", "`build.inputs.place` must be a relative path", "\"../up/\""),
-        ("-py3-none-any.whl\"", "-py3-none-any.zip\"", "is not a wheel", "\"https://"),
-        ("member = \"demo/third_party/msa/\"\n", "", "missing key `build.inputs.member`", "\"https://"),
-        ("place = \"python/msa/\"", "place = \"python/msa/\"\nsubdir = \"x\"", "`subdir` does not belong to a `wheel` input", "\"x\""),
-        ("place = \"python/msa/\"", "place = \"python/msa/\"\ngit = \"https://x\"", "more than one of", "[[build.inputs]]"),
+        (
+            "place = \"python/msa/\"",
+            "place = \"../up/\"",
+            "`build.inputs.place` must be a relative path",
+            "\"../up/\"",
+        ),
+        (
+            "-py3-none-any.whl\"",
+            "-py3-none-any.zip\"",
+            "is not a wheel",
+            "\"https://",
+        ),
+        (
+            "member = \"demo/third_party/msa/\"\n",
+            "",
+            "missing key `build.inputs.member`",
+            "\"https://",
+        ),
+        (
+            "place = \"python/msa/\"",
+            "place = \"python/msa/\"\nsubdir = \"x\"",
+            "`subdir` does not belong to a `wheel` input",
+            "\"x\"",
+        ),
+        (
+            "place = \"python/msa/\"",
+            "place = \"python/msa/\"\ngit = \"https://x\"",
+            "more than one of",
+            "[[build.inputs]]",
+        ),
     ] {
         let src = good.replacen(from, to, 1);
         let errs = parse("demo.toml", &src, None).unwrap_err().diags;
-        let d = errs.iter().find(|d| d.message.contains(says)).unwrap_or_else(|| panic!("{to}: {errs:?}"));
+        let d = errs
+            .iter()
+            .find(|d| d.message.contains(says))
+            .unwrap_or_else(|| panic!("{to}: {errs:?}"));
         let line = src.lines().nth(d.line - 1).unwrap();
         assert!(line[d.column - 1..].starts_with(at), "{}: {line}", d.message);
     }

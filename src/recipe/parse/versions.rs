@@ -31,6 +31,7 @@ static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|
             "runtime_cuda",
             "constraints",
             "python",
+            "gcc",
         ][..],
         source::KEYS,
     ]
@@ -149,6 +150,9 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
     let python = cx
         .string(t, "python", "versions")
         .and_then(|p| cx.specifiers(&p, format_args!("versions.python")));
+    let gcc = cx
+        .string(t, "gcc", "versions")
+        .and_then(|g| cx.semver_req(&g, "versions.gcc"));
     let mut constraints = Vec::new();
     for c in cx.strings(t, "constraints", "versions").unwrap_or_default() {
         match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(c.value) {
@@ -172,6 +176,7 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
             runtime_cuda,
             constraints,
             python,
+            gcc,
         });
     }
 }
