@@ -289,7 +289,7 @@ fn wheel(cx: &mut Ctx, t: Table<'_>, section: &str) -> Option<InputSource> {
                     "`{section}.{key}` must be a relative path inside the wheel or input, found `{}`",
                     p.value
                 ),
-                &format!("a path such as {example} (a directory ends in `/`)"),
+                format!("a path such as {example} (a directory ends in `/`)"),
             );
             paths.push(None);
             continue;
