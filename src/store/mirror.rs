@@ -1,7 +1,7 @@
 //! Seeding the cache's git mirror of a URL from a local repository (`kiln cache add-mirror`):
 //! a clone or bare repository `dir` is checked to be a git repository, cloned `--mirror` into a
 //! temporary directory next to the mirror's place (`<cache>/git/<24 hex of sha256(URL)>`, the
-//! place [`crate::build::source::git::mirror_dir`] names) and renamed into it, so no build ever
+//! place [`mirror_dir`] names) and renamed into it, so no build ever
 //! sees half a mirror. The mirror's origin is then set to the URL, so a later online fetch goes
 //! where the recipe says (and is skipped when the pinned commit is already there).
 //!
@@ -11,6 +11,15 @@
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// Where the mirror of the git repository at `url` is kept (named by the URL without its
+/// credential: another token for one repository is one mirror).
+pub fn mirror_dir(url: &str, cache: &Path) -> PathBuf {
+    let mut h = Sha256::new();
+    h.update(crate::process::secrets::split_url(url).0.as_bytes());
+    cache.join("git").join(&hex::encode(h.finalize())[..24])
+}
 
 /// What a seeded mirror holds.
 #[derive(Debug, Clone, Serialize)]
@@ -62,7 +71,7 @@ fn git(args: &[&str], cwd: Option<&Path>) -> Result<String, SeedError> {
 pub fn seed(url: &str, dir: &Path, cache: &Path) -> Result<Seeded, SeedError> {
     let git_dir = git(&["rev-parse", "--git-dir"], Some(dir)).map_err(|_| SeedError::NotGit(dir.to_path_buf()))?;
     let git_dir = dir.join(git_dir.trim());
-    let mirror = crate::build::source::git::mirror_dir(url, cache);
+    let mirror = mirror_dir(url, cache);
     let parent = mirror.parent().unwrap_or(cache);
     std::fs::create_dir_all(parent).map_err(|source| SeedError::Io {
         context: format!("cannot create {}", parent.display()),

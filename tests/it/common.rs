@@ -199,8 +199,17 @@ impl World {
     }
 
     fn kiln_on(&self, recipes: &Path, python: &Path, cache: &Path) -> Command {
+        Command::from_std(self.kiln_std_on(recipes, python, cache))
+    }
+
+    /// [`World::kiln`] as a plain `std::process::Command`.
+    pub fn kiln_std(&self) -> StdCommand {
+        self.kiln_std_on(&self.recipes, &self.python, &self.cache)
+    }
+
+    fn kiln_std_on(&self, recipes: &Path, python: &Path, cache: &Path) -> StdCommand {
         give_uv(cache);
-        let mut c = kiln_bare();
+        let mut c = kiln_bare_std();
         c.arg("--recipes")
             .arg(recipes)
             .arg("--python")
@@ -321,7 +330,12 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
 
 /// kiln with an environment that does not depend on the machine running the tests.
 pub fn kiln_bare() -> Command {
-    let mut c = Command::cargo_bin("kiln").unwrap();
+    Command::from_std(kiln_bare_std())
+}
+
+/// [`kiln_bare`] as a plain `std::process::Command`, for a test that waits for kiln itself.
+pub fn kiln_bare_std() -> StdCommand {
+    let mut c = <StdCommand as assert_cmd::cargo::CommandCargoExt>::cargo_bin("kiln").unwrap();
     for k in [
         "VIRTUAL_ENV",
         "KILN_GPU_ARCH",

@@ -2,16 +2,31 @@
 //! of lines leaves a step log of its first 64 MiB and last 16 MiB with what was left out said,
 //! and kiln's memory stays far below the size of the line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use crate::common::{World, stdout_json, text};
+use crate::common::{World, text};
 
-/// The largest resident set of any waited-for child of this process so far, in bytes.
-fn children_max_rss() -> u64 {
-    // SAFETY: getrusage only writes into the struct it is given.
+/// Runs `cmd` with its output in files under `dir` and waits for it with `wait4`, so the peak
+/// resident set is that of this one child and what it waited for, not of every test's children
+/// in this process. Returns (success, stdout, stderr, peak bytes).
+fn run_measured(mut cmd: Command, dir: &Path) -> (bool, Vec<u8>, Vec<u8>, u64) {
+    let (o, e) = (dir.join("kiln.stdout"), dir.join("kiln.stderr"));
+    cmd.stdout(std::fs::File::create(&o).unwrap());
+    cmd.stderr(std::fs::File::create(&e).unwrap());
+    let child = cmd.spawn().unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 only writes into the status and the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
-    u.ru_maxrss as u64 * 1024
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut u) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    (
+        ok,
+        std::fs::read(o).unwrap(),
+        std::fs::read(e).unwrap(),
+        u.ru_maxrss as u64 * 1024,
+    )
 }
 
 #[test]
@@ -28,10 +43,12 @@ fn a_build_that_prints_without_end_leaves_a_log_of_head_and_tail_and_kiln_stays_
         script.replace('\\', "\\\\").replace('"', "\\\"")
     ));
     std::fs::write(&p, recipe).unwrap();
-    let out = w.kiln().args(["install", "--json", "fixture-pure"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let rss = children_max_rss();
-    let logs = PathBuf::from(stdout_json(&out)["logs"].as_str().unwrap().to_string());
+    let mut cmd = w.kiln_std();
+    cmd.args(["install", "--json", "fixture-pure"]);
+    let (ok, stdout, stderr, rss) = run_measured(cmd, w.dir.path());
+    assert!(ok, "{}", text(&stderr));
+    let json: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
+    let logs = PathBuf::from(json["logs"].as_str().unwrap().to_string());
     let log = std::fs::read_dir(&logs)
         .unwrap()
         .flatten()

@@ -134,7 +134,7 @@ fn real_vllm_on_12_0_takes_the_wheel_with_torch_2_14_0_and_builds_for_fp_quant()
     assert_eq!(t["version"], "2.14.0", "{t}");
     assert!(
         t["reason"].as_str().unwrap().ends_with(&format!(
-            "2.14.0, not 2.15.0: vllm 0.20.0 needs torch >=2.11,<2.12; vllm 0.33.0 needs torch >=2.14,<2.15; \
+            "2.14.0, not 2.15.0: vllm 0.26.0 or 0.20.0 needs torch >=2.11,<2.12; vllm 0.33.0 needs torch >=2.14,<2.15; \
              you asked for vllm; the prebuilt wheel {VLLM_WHEEL} pins torch==2.14.0 (its Requires-Dist), preferred so that it qualifies"
         )),
         "{t}"

@@ -12,8 +12,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 use super::{NotCached, SourceError, io};
 use crate::process::{Cmd, secrets};
 
@@ -36,13 +34,7 @@ impl Which<'_> {
     }
 }
 
-/// Where the mirror of the git repository at `url` is kept (named by the URL without its
-/// credential: another token for one repository is one mirror).
-pub fn mirror_dir(url: &str, cache: &Path) -> PathBuf {
-    let mut h = Sha256::new();
-    h.update(secrets::split_url(url).0.as_bytes());
-    cache.join("git").join(&hex::encode(h.finalize())[..24])
-}
+pub use crate::store::mirror::mirror_dir;
 
 /// Clones `url` at `rev` into `dir` (which must not exist) from the cache's mirror, with the
 /// submodules `which` names; returns the commit checked out.
