@@ -271,8 +271,9 @@ fn machine_stamp() -> Stamp {
     s
 }
 
-/// Machine facts, reused while the tools and variables they came from are unchanged. CPUs and
-/// available memory are always read fresh.
+/// Machine facts, reused while the tools and variables they came from are unchanged. CPUs,
+/// available memory and what the toolkit's home holds (a few file names, which change without
+/// nvcc changing) are always read fresh.
 pub fn machine_facts(cache: &Path, refresh: bool, probe: impl FnOnce() -> MachineFacts) -> MachineFacts {
     let file = cache.join("probe").join("machine.json");
     let stamp = machine_stamp();
@@ -282,6 +283,11 @@ pub fn machine_facts(cache: &Path, refresh: bool, probe: impl FnOnce() -> Machin
     {
         entry.facts.cpus = super::machine::cpus();
         entry.facts.memory_available = super::machine::memory_available();
+        if let Some(tk) = entry.facts.cuda_toolkit.as_mut()
+            && let Some(layout) = tk.layout.as_mut()
+        {
+            *layout = super::toolkit_layout::read(&layout.home);
+        }
         return entry.facts;
     }
     let facts = probe();

@@ -36,6 +36,10 @@ pub struct Toolkit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub home: Option<PathBuf>,
     pub source: String,
+    /// What its home holds besides nvcc (absent when no home was found, or in facts from
+    /// elsewhere that did not read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<super::toolkit_layout::ToolkitLayout>,
 }
 
 /// What kiln knows about the machine.
@@ -341,6 +345,7 @@ fn toolkit() -> (Option<Toolkit>, Vec<String>) {
                     Some(Toolkit {
                         version,
                         nvcc: Some(nvcc),
+                        layout: home.as_deref().map(super::toolkit_layout::read),
                         home,
                         source,
                     })
@@ -364,6 +369,7 @@ fn toolkit() -> (Option<Toolkit>, Vec<String>) {
                     version,
                     nvcc: found.as_ref().and_then(|t| t.nvcc.clone()),
                     home: found.as_ref().and_then(|t| t.home.clone()),
+                    layout: found.as_ref().and_then(|t| t.layout.clone()),
                     source: "KILN_CUDA_VERSION".into(),
                 }),
                 Vec::new(),

@@ -22,6 +22,7 @@ pub mod side_by_side;
 pub mod smoke;
 pub mod stamp;
 pub mod tags;
+pub mod toolkit_layout;
 pub mod torch;
 pub mod wheel;
 

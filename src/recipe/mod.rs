@@ -18,6 +18,7 @@ pub mod serving;
 pub mod set;
 pub mod template;
 pub mod tool;
+pub mod toolkit;
 
 pub use diag::{Diagnostic, Diagnostics};
 pub use inputs::{Input, InputSource};

@@ -71,6 +71,9 @@ pub struct Requires {
     /// Arch-specific rules, each with its reason and source.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
+    /// The parts of the CUDA toolkit its build uses beyond nvcc.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub toolkit: Vec<super::toolkit::ToolkitPart>,
 }
 
 /// A rule for some target archs: a toolkit they need, or that they cannot work at all.

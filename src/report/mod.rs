@@ -22,6 +22,7 @@ pub mod recipe_draft;
 pub mod recipes;
 pub mod serving;
 pub mod timings;
+pub mod toolkit_parts;
 pub mod verify;
 
 use serde::Serialize;

@@ -424,6 +424,7 @@ pub fn text(r: &Reason) -> String {
             (None, None) => format!("cannot build: needs a CUDA toolkit {req}, none found"),
             (Some(have), None) => format!("cannot build: needs CUDA {req}, the toolkit is {have}"),
         },
+        BuildNeedsToolkitParts { home, lacks } => super::toolkit_parts::lacks(home, lacks),
         BuildNeedsCompiler { req, have } => match have {
             Some(v) => format!(
                 "cannot build: needs a host C++ compiler (g++) {req} for its CUDA build; found {v}; set CXX to a \

@@ -17,6 +17,7 @@ pub mod serving;
 pub mod solve;
 pub mod spec;
 pub mod status;
+pub mod toolkit_parts;
 pub mod tools;
 pub mod unmanaged;
 pub mod wheel_choice;

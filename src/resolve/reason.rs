@@ -316,6 +316,11 @@ pub enum Reason {
         have: Option<String>,
         source: Option<String>,
     },
+    /// The CUDA toolkit at `home` lacks parts the build uses ([`super::toolkit_parts`]).
+    BuildNeedsToolkitParts {
+        home: String,
+        lacks: Vec<super::toolkit_parts::ToolkitLack>,
+    },
     /// The build needs a host C++ compiler in `req` (`have`: the one found).
     BuildNeedsCompiler { req: String, have: Option<String> },
     /// The step cannot be proven on this machine.

@@ -10,6 +10,8 @@ use crate::common::{World, text};
 /// Runs `cmd` with its output in files under `dir` and waits for it with `wait4`, so the peak
 /// resident set is that of this one child and what it waited for, not of every test's children
 /// in this process. Returns (success, stdout, stderr, peak bytes).
+// The child is reaped by `wait4` below, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn run_measured(mut cmd: Command, dir: &Path) -> (bool, Vec<u8>, Vec<u8>, u64) {
     let (o, e) = (dir.join("kiln.stdout"), dir.join("kiln.stderr"));
     cmd.stdout(std::fs::File::create(&o).unwrap());

@@ -41,6 +41,7 @@ mod smoke;
 mod sources;
 mod stack;
 mod store;
+mod toolkit_parts;
 mod truth;
 mod txn;
 mod typed;

@@ -1,5 +1,5 @@
 //! `[requires]` and `[[requires.rule]]`: what a component needs from the machine (Python, CUDA
-//! toolkit, host compiler, tools on PATH) and the per-arch rules with their reasons. It
+//! toolkit and the parts of it the build uses, host compiler, tools on PATH) and the per-arch rules with their reasons. It
 //! deliberately only parses the requirements: checking them against a machine is the resolver's job.
 
 use std::ops::Range;
@@ -7,8 +7,9 @@ use std::ops::Range;
 use super::cx::Ctx;
 use super::doc::Table;
 use crate::recipe::model::{Requires, Rule};
+use crate::recipe::toolkit::ToolkitPart;
 
-const KEYS: &[&str] = &["python", "cuda", "gcc", "tools", "rule"];
+const KEYS: &[&str] = &["python", "cuda", "gcc", "tools", "toolkit", "rule"];
 const RULE: &[&str] = &["arch", "cuda", "unsupported", "why"];
 
 pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Requires {
@@ -35,6 +36,17 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Requires {
     if let Some(g) = cx.string(r, "gcc", "requires") {
         requires.gcc_req = cx.semver_req(&g, "requires.gcc");
         requires.gcc = Some(g.value.to_string());
+    }
+    for part in cx.strings(r, "toolkit", "requires").unwrap_or_default() {
+        match ToolkitPart::from_name(part.value) {
+            Some(p) if !requires.toolkit.contains(&p) => requires.toolkit.push(p),
+            Some(_) => {}
+            None => cx.error(
+                part.span.clone(),
+                format!("`{}` is not a part of a CUDA toolkit kiln checks", part.value),
+                format!("write one of: {}", ToolkitPart::ALL.map(ToolkitPart::name).join(", ")),
+            ),
+        }
     }
     if let Some(item) = r.get("rule") {
         match item.as_array_of_tables() {
