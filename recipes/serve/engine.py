@@ -214,17 +214,27 @@ def serve_vllm(root):
     runs = []
     for moe in (False, True):
         env = dict(os.environ, KILN_SERVE_VLLM_MODEL=model_dir(root, moe), KILN_SERVE_MOE="1" if moe else "")
-        out = subprocess.run(
-            [sys.executable, "-I", "-B", os.path.abspath(__file__)],
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-            timeout=MODEL_LIMIT,
-        )
-        sys.stdout.write(out.stdout)
-        lines = [l for l in out.stdout.splitlines() if l.startswith(RUN_PREFIX)]
-        if out.returncode != 0 or not lines:
-            sys.exit(f"vllm: {describe(moe)} exited {out.returncode} without serving (its output is above)")
+        # The child's output goes to a file, not a pipe: what the engine starts (torch.compile's
+        # workers) may outlive it holding a pipe open, and reading to its end would then wait
+        # for them; waiting for the child itself does not.
+        log = os.path.join(root, ("moe" if moe else "dense") + ".log")
+        with open(log, "w") as f:
+            try:
+                code = subprocess.run(
+                    [sys.executable, "-I", "-B", os.path.abspath(__file__)],
+                    env=env,
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    timeout=MODEL_LIMIT,
+                ).returncode
+            except subprocess.TimeoutExpired:
+                code = f"nothing within {MODEL_LIMIT} s (killed)"
+        with open(log, errors="replace") as f:
+            text = f.read()
+        sys.stdout.write(text)
+        lines = [l for l in text.splitlines() if l.startswith(RUN_PREFIX)]
+        if code != 0 or not lines:
+            sys.exit(f"vllm: {describe(moe)} exited {code} without serving (its output is above)")
         runs.append(json.loads(lines[-1][len(RUN_PREFIX) :]))
     return f"vllm {vllm.__version__}", runs
 
