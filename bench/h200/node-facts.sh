@@ -17,9 +17,11 @@ printf '== nvidia-smi\n'; nvidia-smi --query-gpu=name,driver_version,compute_cap
 printf '\n== nvcc\n'; nvcc --version | tail -2
 printf '\n== kiln doctor --json (node facts)\n'
 start=$(date +%s%N)
-k doctor --json torch > "$OUT/h200-node.json"; rc=$?
+k doctor --json torch > /tmp/h200-node.json; rc=$?
+# 19.7 MB with its per-binary list (2026-12-03): over what a call brings back, so gzip'd
+gzip -9 -c /tmp/h200-node.json > "$OUT/h200-node.json.gz"
 ms=$((($(date +%s%N) - start) / 1000000)); printf "exit %d in %d.%03d s\n" "$rc" $((ms / 1000)) $((ms % 1000))
-"$PY" - "$OUT/h200-node.json" <<'PYEOF'
+"$PY" - /tmp/h200-node.json <<'PYEOF'
 import json, sys
 n = json.load(open(sys.argv[1]))["node"]
 m = n["machine"]
