@@ -487,16 +487,8 @@ fn build_blockers(
     if let Some(blocker) = r.requires.cuda_req.as_ref().and_then(|req| needs_toolkit(req, None)) {
         return Err(Box::new(blocker));
     }
-    if let Some(tk) = toolkit.filter(|tk| tk.layout.is_some()) {
-        let lacks = super::toolkit_parts::lacking(&r.requires.toolkit, tk);
-        if !lacks.is_empty() {
-            let home = tk
-                .layout
-                .as_ref()
-                .map(|l| l.home.display().to_string())
-                .unwrap_or_default();
-            return Err(Box::new(Reason::BuildNeedsToolkitParts { home, lacks }));
-        }
+    if let Some(blocker) = toolkit.and_then(|tk| super::toolkit_parts::blocker(&r.requires.toolkit, tk)) {
+        return Err(Box::new(blocker));
     }
     Ok(brought)
 }

@@ -26,6 +26,14 @@ pub struct ToolkitLack {
     pub needed_by: &'static str,
 }
 
+/// The plan-time block for a build needing `needs` from `tk`, when the toolkit's layout was read
+/// and some part is missing (no layout read: nothing is claimed).
+pub fn blocker(needs: &[ToolkitPart], tk: &Toolkit) -> Option<super::reason::Reason> {
+    let home = tk.layout.as_ref()?.home.display().to_string();
+    let lacks = lacking(needs, tk);
+    (!lacks.is_empty()).then_some(super::reason::Reason::BuildNeedsToolkitParts { home, lacks })
+}
+
 /// The parts of `needs` the toolkit lacks; empty when it holds them all or was not read.
 pub fn lacking(needs: &[ToolkitPart], tk: &Toolkit) -> Vec<ToolkitLack> {
     let Some(layout) = tk.layout.as_ref() else {
