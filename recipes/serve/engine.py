@@ -173,7 +173,7 @@ def serve_sglang(root):
 class Chosen:
     """What vLLM logs about the backends it picked: vllm/platforms/cuda.py:369 (0.20.0) "Using %s
     attention backend out of potential backends: %s." (or :308 "Using %s backend." when asked for
-    one) and vllm/model_executor/layers/fused_moe/oracle/unquantized.py:186 "Using ... Unquantized
+    one) and vllm/model_executor/layers/fused_moe/oracle/unquantized.py:286 "Using ... Unquantized
     MoE backend out of ...", each logged once per process (`info_once`): one model per process."""
 
     def __init__(self):
@@ -197,9 +197,84 @@ class Chosen:
 
 
 RUN_PREFIX = "kiln-serve-run: "
-# One model's start, compile and generation: 41 s for the dense model on the H200 (0.20.0); a
+# One model's start, compile and generation: 41-53 s for the dense model on the H200 (0.20.0); a
 # margin, not a measurement, so that a hang is reported with time left in kiln's own limit.
-MODEL_LIMIT = 400
+MODEL_LIMIT = 280
+# How long a child that printed its result gets to leave before its session is killed: with
+# `os._exit` it still stayed for minutes once on the H200 (docs/gpu-proof.md §13).
+EXIT_GRACE = 15
+
+
+def run_child(argv, env, log):
+    """Runs one model's child in its own session, its output to the file `log` (not a pipe: what
+    the engine starts, torch.compile's workers, may outlive it holding a pipe open). Returns its
+    exit code, 0 where it printed its result and then did not leave within EXIT_GRACE (its whole
+    session is then killed: what it measured is in `log`), or why it did not serve."""
+    import signal
+    import subprocess
+
+    with open(log, "w") as f:
+        child = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    t0 = time.time()
+    served_at = None
+    code = None
+    try:
+        while code is None:
+            code = child.poll()
+            if code is not None:
+                break
+            now = time.time()
+            if served_at is None:
+                with open(log, errors="replace") as f:
+                    if RUN_PREFIX in f.read():
+                        served_at = now
+            elif now - served_at > EXIT_GRACE:
+                print(f"kiln: the child served, then did not leave within {EXIT_GRACE} s: killed", flush=True)
+                code = 0
+            if code is None and now - t0 > MODEL_LIMIT:
+                code = f"nothing within {MODEL_LIMIT} s (killed{session_at_limit(child.pid)})"
+            time.sleep(0.5)
+    finally:
+        # Whatever the child left in its session (the engine's workers) goes with it.
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            print("kiln: the killed child was not reaped within 60 s", flush=True)
+    print(f"kiln: the child ran {time.time() - t0:.1f} s", flush=True)
+    return code
+
+
+def session_at_limit(sid):
+    """What the session `sid` was running besides Python, read from /proc (proc(5): field 6 of
+    /proc/PID/stat is the session): a child killed at the limit may have been compiling, as vLLM
+    0.20.0's default unquantized MoE backend on the H200, FlashInfer CUTLASS, was with flashinfer's
+    JIT (`ninja -C <cache>/cached_ops/fused_moe_90`, flashinfer/fused_moe/core.py:213)."""
+    seen = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) != sid:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except (OSError, IndexError, ValueError):
+            continue
+        if not argv or "python" in os.path.basename(argv[0]):
+            continue
+        name = os.path.basename(argv[0])
+        if name == "ninja" and "-C" in argv[:-1]:
+            name = f"ninja -C {argv[argv.index('-C') + 1]}"
+        seen[name] = seen.get(name, 0) + 1
+    if not seen:
+        return ""
+    return "; its session was running " + ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(seen.items()))
 
 
 def serve_vllm(root):
@@ -207,31 +282,17 @@ def serve_vllm(root):
     # logs is seen), and the parallel state it sets up for the first model stays for the life of
     # the process: a second LLM for an MoE model then fails, "expert parallel group is not
     # initialized" (vllm/distributed/parallel_state.py:1257, 0.20.0).
-    import subprocess
-
     import vllm
 
     runs = []
     for moe in (False, True):
         env = dict(os.environ, KILN_SERVE_VLLM_MODEL=model_dir(root, moe), KILN_SERVE_MOE="1" if moe else "")
-        # The child's output goes to a file, not a pipe: what the engine starts (torch.compile's
-        # workers) may outlive it holding a pipe open, and reading to its end would then wait
-        # for them; waiting for the child itself does not.
         log = os.path.join(root, ("moe" if moe else "dense") + ".log")
-        with open(log, "w") as f:
-            try:
-                code = subprocess.run(
-                    [sys.executable, "-I", "-B", os.path.abspath(__file__)],
-                    env=env,
-                    stdout=f,
-                    stderr=subprocess.STDOUT,
-                    timeout=MODEL_LIMIT,
-                ).returncode
-            except subprocess.TimeoutExpired:
-                code = f"nothing within {MODEL_LIMIT} s (killed)"
+        code = run_child([sys.executable, "-I", "-B", os.path.abspath(__file__)], env, log)
         with open(log, errors="replace") as f:
             text = f.read()
         sys.stdout.write(text)
+        sys.stdout.flush()
         lines = [l for l in text.splitlines() if l.startswith(RUN_PREFIX)]
         if code != 0 or not lines:
             sys.exit(f"vllm: {describe(moe)} exited {code} without serving (its output is above)")

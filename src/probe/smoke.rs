@@ -4,7 +4,8 @@
 //! kernels run here.
 //!
 //! Each script runs as `python -I -B FILE` in a scratch directory, with a time limit; exit
-//! status 0 is a pass, anything else a failure whose last lines of output are the evidence.
+//! status 0 is a pass, anything else a failure whose last lines of output are the evidence. Its
+//! whole output is kept beside it (`<component>-smoke.log`), and a failure's evidence names it.
 //! A serving proof (`[verify] serve`) is a smoke test that starts the real engine on a tiny
 //! model and generates tokens; on success it must print one line `kiln-serve: {json}` with what
 //! it measured ([`Served`]), which is kept as the evidence. Of any other script, what it prints
@@ -23,7 +24,7 @@ use crate::process::Cmd;
 /// One smoke test to run: what it proves and the script itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Script<'a> {
-    /// The component it proves; the script is written to `<component>.py`.
+    /// The component it proves; the script is written to `<component>-smoke.py`.
     pub component: &'a str,
     /// Where the script came from (`smoke/torch.py`), for the evidence.
     pub path: &'a str,
@@ -102,7 +103,13 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
     if let Err(e) = std::fs::create_dir_all(scratch) {
         return fail(format!("cannot create {}: {e}", scratch.display()));
     }
-    let file = scratch.join(format!("{}.py", script.component));
+    // Not `<component>.py`: the scratch directory is the script's working directory, and a child
+    // the script starts without `-I` has it on sys.path, where `vllm.py` would be the `vllm` it
+    // imports. vLLM inspects each model in `python -m vllm.model_executor.models.registry`
+    // (vllm/model_executor/models/registry.py `_run_in_subprocess`), which then failed with
+    // "Model architectures ['LlamaForCausalLM'] failed to be inspected" (docs/gpu-proof.md §13).
+    // A name with a hyphen is no module's.
+    let file = scratch.join(format!("{}-smoke.py", script.component));
     if let Err(e) = std::fs::write(&file, script.text) {
         return fail(format!("cannot write {}: {e}", file.display()));
     }
@@ -117,7 +124,14 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
     } else {
         timeout
     };
-    match cmd.capture(b"", timeout) {
+    let captured = cmd.capture(b"", timeout);
+    // The whole output, beside the script, whatever the outcome (the last run's stays).
+    let log = captured.as_ref().ok().and_then(|out| {
+        let path = scratch.join(format!("{}-smoke.log", script.component));
+        let text = format!("{}\n--- stderr\n{}", out.stdout, out.stderr);
+        std::fs::write(&path, text).ok().map(|()| path)
+    });
+    match captured {
         Err(e) => fail(format!("cannot run {}: {e}", python.display())),
         Ok(out) if out.success && script.serve => match served(&out.stdout) {
             Ok(s) => SmokeResult {
@@ -126,7 +140,7 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
                 error: None,
                 served: Some(s),
             },
-            Err(why) => fail(format!("{}: {why}", script.path)),
+            Err(why) => fail(format!("{}: {why}{}", script.path, kept_at(&log))),
         },
         Ok(out) if out.success => SmokeResult {
             ok: true,
@@ -138,9 +152,17 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
             let text = format!("{}\n{}", out.stdout, out.stderr);
             let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
             let tail = tail[tail.len().saturating_sub(3)..].join(" | ");
-            fail(format!("{} ({}): {tail}", script.path, out.status))
+            fail(format!("{} ({}): {tail}{}", script.path, out.status, kept_at(&log)))
         }
     }
+}
+
+/// Where a failed script's whole output was kept, as the end of its evidence: three lines of an
+/// engine's start say little about why it did not serve.
+fn kept_at(log: &Option<std::path::PathBuf>) -> String {
+    log.as_ref()
+        .map(|p| format!(" (its whole output: {})", p.display()))
+        .unwrap_or_default()
 }
 
 /// The measurements a serving proof printed (its last `kiln-serve:` line); a proof that

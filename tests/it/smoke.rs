@@ -129,3 +129,47 @@ fn a_smoke_test_needs_the_installed_versions_own_imports() {
     std::fs::write(w.recipes.join("smoke/fixture-pure.py"), SMOKE).unwrap();
     installed_and_smoked(&w);
 }
+
+/// A smoke script named after its component must not shadow the component's own package for the
+/// children it starts: vLLM inspects a model in `python -m vllm.model_executor.models.registry`,
+/// run from the script's directory without `-I`, and kiln's `vllm.py` there was the `vllm` it
+/// imported ("Model architectures ['LlamaForCausalLM'] failed to be inspected", on the H200).
+#[test]
+fn a_smoke_script_does_not_shadow_its_components_package_in_the_children_it_starts() {
+    use kiln::probe::smoke::{Script, run};
+    let w = World::new();
+    // `json` stands for `vllm`: a package every Python has. Imported as a module, the script
+    // leaves at once with 7, so that a shadowed import cannot start it again.
+    let text = "import subprocess, sys\n\
+        if __name__ != '__main__':\n    raise SystemExit(7)\n\
+        r = subprocess.run([sys.executable, '-c', 'import json; json.dumps({})'], capture_output=True, text=True)\n\
+        assert r.returncode == 0, f'the child imported another json: exit {r.returncode} {r.stderr}'\n";
+    let script = Script {
+        component: "json",
+        path: "smoke/json.py",
+        text,
+        serve: false,
+    };
+    let scratch = w.dir.path().join("smoke");
+    let result = run(&w.python, &script, &scratch, std::time::Duration::from_secs(60));
+    assert!(result.ok, "{:?}", result.error);
+    assert!(scratch.join("json-smoke.py").is_file());
+
+    // A failure's evidence is its last three lines; the whole output stays beside the script.
+    let text = "for i in range(10):\n    print(f'line {i}')\nraise SystemExit('gave up')\n";
+    let failing = Script { text, ..script };
+    let result = run(&w.python, &failing, &scratch, std::time::Duration::from_secs(60));
+    let error = result.error.unwrap();
+    let log = scratch.join("json-smoke.log");
+    assert!(!result.ok);
+    assert!(
+        error.contains(&format!("(its whole output: {})", log.display())),
+        "{error}"
+    );
+    assert!(!error.contains("line 0"), "{error}");
+    let kept = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        kept.contains("line 0") && kept.contains("line 9") && kept.contains("gave up"),
+        "{kept}"
+    );
+}
