@@ -422,3 +422,46 @@ fn doctor_and_plan_json_carry_typed_reasons() {
         .collect();
     insta::assert_json_snapshot!("plan_sglang_steps_json", steps);
 }
+
+/// An unquantized (bf16) MoE model on vLLM 0.20.0: `auto` is FlashInfer CUTLASS on 9.0 and on
+/// 12.0 ("Using FlashInfer CUTLASS Unquantized MoE backend out of potential backends:
+/// ['FlashInfer TRTLLM', 'FlashInfer CUTLASS', 'TRITON', 'BATCHED_TRITON']", logged by
+/// vllm/model_executor/layers/fused_moe/oracle/unquantized.py:286 on the H200), whose fused MoE
+/// module flashinfer compiles at first use: the verdict says it is not compiled yet, rather than
+/// leaving the engine's first request to find out.
+#[test]
+fn vllm_0_20_0_unquantized_moe_goes_to_flashinfer_cutlass_and_its_jit() {
+    let w = World::new();
+    let cmd = format!("vllm serve {}", model("qwen3-30b-a3b"));
+    for arch in ["9.0", "12.0"] {
+        let (_, v) = check(&w, &["vllm==0.20.0"], arch, &cmd);
+        let moe = verdict(&v, "--moe-backend", arch);
+        assert_eq!(
+            (moe["value"].as_str(), moe["chosen_by"].as_str()),
+            (Some("flashinfer_cutlass"), Some("auto")),
+            "{moe:#}"
+        );
+        let reasons = moe["reasons"].as_array().unwrap();
+        let auto = reasons.iter().find(|r| r["kind"] == "auto-chose").unwrap();
+        assert!(
+            auto["source"].as_str().unwrap().contains("oracle/unquantized.py:66-72"),
+            "{auto}"
+        );
+        let jit = reasons
+            .iter()
+            .find(|r| r["kind"] == "jit-not-proven")
+            .unwrap_or_else(|| panic!("{moe:#}"));
+        assert_eq!(
+            (jit["component"].as_str(), jit["kernel"].as_str(), jit["arch"].as_str()),
+            (Some("flashinfer"), Some("cutlass_fused_moe"), Some(arch))
+        );
+    }
+    // Block FP8 of the same model keeps its own rule: Triton on 12.0 in 0.20.0.
+    let (_, v) = check(
+        &w,
+        &["vllm==0.20.0"],
+        "12.0",
+        &format!("vllm serve {}", model("qwen3-30b-a3b-fp8")),
+    );
+    assert_eq!(verdict(&v, "--moe-backend", "12.0")["value"], "triton");
+}
