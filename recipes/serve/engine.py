@@ -235,11 +235,13 @@ def run_child(argv, env, log):
                 code = f"nothing within {MODEL_LIMIT} s (killed{session_at_limit(child.pid)})"
             time.sleep(0.5)
     finally:
-        # Whatever the child left in its session (the engine's workers) goes with it.
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # Whatever the child left in its session (the engine's workers, a compile) goes with it,
+        # in its process group or in another of the session.
+        for pid in [child.pid] + [p for p, _ in session_members(child.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             child.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -248,12 +250,10 @@ def run_child(argv, env, log):
     return code
 
 
-def session_at_limit(sid):
-    """What the session `sid` was running besides Python, read from /proc (proc(5): field 6 of
-    /proc/PID/stat is the session): a child killed at the limit may have been compiling, as vLLM
-    0.20.0's default unquantized MoE backend on the H200, FlashInfer CUTLASS, was with flashinfer's
-    JIT (`ninja -C <cache>/cached_ops/fused_moe_90`, flashinfer/fused_moe/core.py:213)."""
-    seen = {}
+def session_members(sid):
+    """The processes of session `sid` as (pid, argv), read from /proc (proc(5): field 6 of
+    /proc/PID/stat is the session)."""
+    out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -266,6 +266,17 @@ def session_at_limit(sid):
                 argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except (OSError, IndexError, ValueError):
             continue
+        out.append((int(pid), argv))
+    return out
+
+
+def session_at_limit(sid):
+    """What the session `sid` was running besides Python: a child killed at the limit may have
+    been compiling, as vLLM 0.20.0's default unquantized MoE backend on the H200, FlashInfer
+    CUTLASS, was with flashinfer's JIT (`ninja -C <cache>/cached_ops/fused_moe_90`,
+    flashinfer/fused_moe/core.py:213)."""
+    seen = {}
+    for _, argv in session_members(sid):
         if not argv or "python" in os.path.basename(argv[0]):
             continue
         name = os.path.basename(argv[0])

@@ -72,6 +72,8 @@ struct Line {
 
 /// Runs `script` with `python` and `env` in a fresh `scratch` directory, for at most `timeout`.
 pub fn run(python: &Path, script: &Script, env: &[(String, String)], scratch: &Path, timeout: Duration) -> JitProof {
+    // What the proof leaves running (a compiler it started) is killed when it returns.
+    let _leftovers = crate::process::group::scope();
     let start = Instant::now();
     let fail = |error: String, kernels: Vec<JitKernel>| JitProof {
         ok: false,

@@ -93,6 +93,10 @@ pub fn runnable_archs(gpus: &[Arch], targets: &[Arch]) -> Vec<Arch> {
 
 /// Runs `script` with `python`, in `scratch` (created if needed), for at most `timeout`.
 pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) -> SmokeResult {
+    // What the script leaves running is killed when it returns, even a process that left its
+    // group for a session of its own: a serving proof's engine workers and JIT compiles (52 such
+    // were found by the next kiln on the H200, after vLLM's proof).
+    let _leftovers = crate::process::group::scope();
     let start = Instant::now();
     let fail = |error: String| SmokeResult {
         ok: false,
@@ -113,56 +117,52 @@ pub fn run(python: &Path, script: &Script, scratch: &Path, timeout: Duration) ->
     if let Err(e) = std::fs::write(&file, script.text) {
         return fail(format!("cannot write {}: {e}", file.display()));
     }
-    let cmd = Cmd::new(python.display().to_string())
-        .args(["-I", "-B"])
-        .arg(file.display().to_string())
-        .cwd(scratch)
-        // One script may prove several components (`serve/engine.py`): this says which.
-        .env("KILN_COMPONENT", script.component);
     let timeout = if script.serve {
         timeout.max(SERVE_LIMIT)
     } else {
         timeout
     };
-    let captured = cmd.capture(b"", timeout);
-    // The whole output, beside the script, whatever the outcome (the last run's stays).
-    let log = captured.as_ref().ok().and_then(|out| {
-        let path = scratch.join(format!("{}-smoke.log", script.component));
-        let text = format!("{}\n--- stderr\n{}", out.stdout, out.stderr);
-        std::fs::write(&path, text).ok().map(|()| path)
-    });
-    match captured {
-        Err(e) => fail(format!("cannot run {}: {e}", python.display())),
-        Ok(out) if out.success && script.serve => match served(&out.stdout) {
+    // The output goes to a file beside the script, whatever the outcome (the last run's stays):
+    // not to a pipe, which a process the script left behind (an engine's worker) could hold
+    // open long after the script exited.
+    let log = scratch.join(format!("{}-smoke.log", script.component));
+    let _ = std::fs::remove_file(&log);
+    let outcome = Cmd::new(python.display().to_string())
+        .args(["-I", "-B"])
+        .arg(file.display().to_string())
+        .cwd(scratch)
+        // One script may prove several components (`serve/engine.py`): this says which.
+        .env("KILN_COMPONENT", script.component)
+        .timeout(timeout)
+        .run_logged(&log);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let kept = format!(" (its whole output: {})", log.display());
+    match outcome {
+        Ok(()) if script.serve => match served(&text) {
             Ok(s) => SmokeResult {
                 ok: true,
                 seconds: start.elapsed().as_secs_f64(),
                 error: None,
                 served: Some(s),
             },
-            Err(why) => fail(format!("{}: {why}{}", script.path, kept_at(&log))),
+            Err(why) => fail(format!("{}: {why}{kept}", script.path)),
         },
-        Ok(out) if out.success => SmokeResult {
+        Ok(()) => SmokeResult {
             ok: true,
             seconds: start.elapsed().as_secs_f64(),
             error: None,
             served: None,
         },
-        Ok(out) => {
-            let text = format!("{}\n{}", out.stdout, out.stderr);
-            let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        Err(f) => {
+            // The log opens with the command line, its directory and its environment.
+            let output = text
+                .lines()
+                .skip_while(|l| l.starts_with("$ ") || l.starts_with("# in ") || l.starts_with("KILN_COMPONENT="));
+            let tail: Vec<&str> = output.filter(|l| !l.trim().is_empty()).collect();
             let tail = tail[tail.len().saturating_sub(3)..].join(" | ");
-            fail(format!("{} ({}): {tail}{}", script.path, out.status, kept_at(&log)))
+            fail(format!("{} ({}): {tail}{kept}", script.path, f.status))
         }
     }
-}
-
-/// Where a failed script's whole output was kept, as the end of its evidence: three lines of an
-/// engine's start say little about why it did not serve.
-fn kept_at(log: &Option<std::path::PathBuf>) -> String {
-    log.as_ref()
-        .map(|p| format!(" (its whole output: {})", p.display()))
-        .unwrap_or_default()
 }
 
 /// The measurements a serving proof printed (its last `kiln-serve:` line); a proof that
