@@ -246,7 +246,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct ArchArgs {
-    /// Files to read
+    /// Files to read: shared objects, objects, archives, fatbins, cubins, or wheels (`.whl`:
+    /// each CUDA binary inside, streamed from the zip)
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// The driver's CUDA version for the PTX check (e.g. 13.0) [default: from nvidia-smi]

@@ -1,5 +1,6 @@
-//! `kiln arch FILE...`: the SASS and PTX inside CUDA binaries, and whether they run on --arch.
-//! It reads files only: no recipes, no interpreter, no probe.
+//! `kiln arch FILE...`: the SASS and PTX inside CUDA binaries (and inside the CUDA binaries of
+//! a wheel, read from the zip without unpacking it), and whether they run on --arch. It reads
+//! files only: no recipes, no interpreter, no probe.
 
 use super::{CmdResult, Failure, exit};
 use crate::cli::ArchArgs;
@@ -22,25 +23,46 @@ pub fn run(settings: &Settings, a: &ArchArgs) -> CmdResult {
     };
     let mut files = Vec::new();
     let mut failed = false;
+    let mut add = |report: fatbin::FileReport| {
+        let mut ptx_isa: Vec<(String, String)> = Vec::new();
+        for p in report.images().filter_map(|i| i.ptx_isa().map(|v| (i.name(), v))) {
+            if !ptx_isa.contains(&p) {
+                ptx_isa.push(p);
+            }
+        }
+        let runs_on = targets
+            .iter()
+            .map(|t| runs_on(&report, *t, driver_cuda.as_ref()))
+            .collect();
+        files.push(ArchFile {
+            report,
+            ptx_isa,
+            runs_on,
+        });
+    };
     for path in &a.files {
-        match fatbin::read_file(path) {
-            Ok(report) => {
-                let mut ptx_isa: Vec<(String, String)> = Vec::new();
-                for p in report.images().filter_map(|i| i.ptx_isa().map(|v| (i.name(), v))) {
-                    if !ptx_isa.contains(&p) {
-                        ptx_isa.push(p);
+        // A wheel is read without unpacking it: each CUDA binary inside, as `WHEEL:MEMBER`.
+        if path.extension().is_some_and(|e| e == "whl") && path.is_file() {
+            match crate::probe::wheel::read(path) {
+                Ok(facts) => {
+                    for (member, mut report) in facts.cuda {
+                        report.path = format!("{}:{member}", path.display());
+                        add(report);
+                    }
+                    for why in &facts.unreadable {
+                        failed = true;
+                        report::error(&format!("{}: {why}", path.display()));
                     }
                 }
-                let runs_on = targets
-                    .iter()
-                    .map(|t| runs_on(&report, *t, driver_cuda.as_ref()))
-                    .collect();
-                files.push(ArchFile {
-                    report,
-                    ptx_isa,
-                    runs_on,
-                });
+                Err(e) => {
+                    failed = true;
+                    report::error(&e);
+                }
             }
+            continue;
+        }
+        match fatbin::read_file(path) {
+            Ok(report) => add(report),
             Err(e) => {
                 failed = true;
                 report::error(&e.to_string());

@@ -3,8 +3,9 @@
 //! ignores what the images mean (that is the run rules' job) and never trusts a size field
 //! without checking it against the file.
 
-use object::read::elf::{ElfFile32, ElfFile64};
-use object::{Endianness, FileKind, Object, ObjectSection};
+use object::elf::{FileHeader32, FileHeader64};
+use object::read::elf::{FileHeader, SectionHeader};
+use object::{Endianness, FileKind, ReadRef};
 
 use super::image::{Compression, Image, ImageKind, Variant};
 use super::{Fatbin, FatbinError, UnknownEntry};
@@ -19,12 +20,25 @@ const FLAG_ARCH: u64 = 0x10_0000;
 const FLAG_FAMILY: u64 = 0x20_0000;
 const ENTRY_MIN: usize = 64;
 
-struct Reader<'a> {
-    data: &'a [u8],
-    name: &'a str,
+/// Reads checked little-endian fields of a file held whole (`&[u8]`) or in part
+/// ([`super::sparse::Sparse`]: a read outside what was kept is an error like a truncated file).
+struct Reader<'a, 'n, R: ReadRef<'a>> {
+    data: R,
+    len: u64,
+    name: &'n str,
+    _data: std::marker::PhantomData<&'a ()>,
 }
 
-impl Reader<'_> {
+impl<'a, 'n, R: ReadRef<'a>> Reader<'a, 'n, R> {
+    fn new(data: R, name: &'n str) -> Self {
+        Reader {
+            data,
+            len: data.len().unwrap_or(0),
+            name,
+            _data: std::marker::PhantomData,
+        }
+    }
+
     fn err(&self, offset: u64, message: impl Into<String>) -> FatbinError {
         FatbinError {
             path: self.name.to_string(),
@@ -33,18 +47,14 @@ impl Reader<'_> {
         }
     }
 
-    fn bytes(&self, at: u64, len: u64) -> Result<&[u8], FatbinError> {
+    fn bytes(&self, at: u64, len: u64) -> Result<&'a [u8], FatbinError> {
         let end = at.checked_add(len).ok_or_else(|| self.err(at, "size overflows"))?;
-        usize::try_from(at)
-            .ok()
-            .zip(usize::try_from(end).ok())
-            .and_then(|(a, e)| self.data.get(a..e))
-            .ok_or_else(|| {
-                self.err(
-                    at,
-                    format!("truncated: needs {len} bytes, the file has {}", self.data.len()),
-                )
-            })
+        if end > self.len {
+            return Err(self.err(at, format!("truncated: needs {len} bytes, the file has {}", self.len)));
+        }
+        self.data
+            .read_bytes_at(at, len)
+            .map_err(|()| self.err(at, format!("{len} bytes here were not read (only headers were kept)")))
     }
 
     fn u16(&self, at: u64) -> Result<u16, FatbinError> {
@@ -78,11 +88,11 @@ pub(super) struct Located {
 
 /// Finds and walks every fatbin in `data`: a raw fatbin, an ELF file, or an `ar` archive of ELF
 /// objects (each member's fatbins, at their offsets in the archive).
-pub(super) fn locate(data: &[u8], name: &str) -> Result<Located, FatbinError> {
-    let r = Reader { data, name };
-    if data.len() >= 4 && u32::from_le_bytes([data[0], data[1], data[2], data[3]]) == FATBIN_MAGIC {
+pub(super) fn locate<'a, R: ReadRef<'a>>(data: R, name: &str) -> Result<Located, FatbinError> {
+    let r = Reader::new(data, name);
+    if r.len >= 4 && r.u32(0)? == FATBIN_MAGIC {
         return Ok(Located {
-            fatbins: walk_region(&r, "file", 0, data.len() as u64)?,
+            fatbins: walk_region(&r, "file", 0, r.len)?,
             relocatable: false,
         });
     }
@@ -125,38 +135,49 @@ pub(super) fn locate(data: &[u8], name: &str) -> Result<Located, FatbinError> {
     Ok(Located { fatbins, relocatable })
 }
 
-/// The fatbin sections of an ELF file (offsets within `data`), and whether it is `ET_REL`.
+/// The fatbin sections of an ELF file (offsets within `data`), and whether it is `ET_REL`. Only
+/// the header, the section table and the section names are read (not the symbol tables), so a
+/// file of which only those were kept reads the same.
 #[allow(clippy::type_complexity)]
-fn elf_sections(
-    data: &[u8],
+fn elf_sections<'a, R: ReadRef<'a>>(
+    data: R,
     bad: &dyn Fn(String) -> FatbinError,
 ) -> Result<(Vec<(String, u64, u64)>, bool), FatbinError> {
-    let rel = |k: object::ObjectKind| k == object::ObjectKind::Relocatable;
     match FileKind::parse(data) {
-        Ok(FileKind::Elf64) => {
-            let f = ElfFile64::<Endianness>::parse(data).map_err(|e| bad(format!("bad ELF: {e}")))?;
-            Ok((nv_sections(f.sections()), rel(f.kind())))
-        }
-        Ok(FileKind::Elf32) => {
-            let f = ElfFile32::<Endianness>::parse(data).map_err(|e| bad(format!("bad ELF: {e}")))?;
-            Ok((nv_sections(f.sections()), rel(f.kind())))
-        }
+        Ok(FileKind::Elf64) => sections_of::<FileHeader64<Endianness>, R>(data, bad),
+        Ok(FileKind::Elf32) => sections_of::<FileHeader32<Endianness>, R>(data, bad),
         Ok(other) => Err(bad(format!("not an ELF file, an archive or a fatbin ({other:?})"))),
         Err(_) => Err(bad("not an ELF file, an archive or a fatbin".into())),
     }
 }
 
-fn nv_sections<'d, S: ObjectSection<'d>>(sections: impl Iterator<Item = S>) -> Vec<(String, u64, u64)> {
-    sections
-        .filter_map(|s| {
-            let name = s.name().ok()?;
-            if name != ".nv_fatbin" && name != "__nv_relfatbin" && !LARGE_DATA.contains(&name) {
-                return None;
-            }
-            let (off, size) = s.file_range()?;
-            Some((name.to_string(), off, size))
-        })
-        .collect()
+#[allow(clippy::type_complexity)]
+fn sections_of<'a, Elf: FileHeader<Endian = Endianness>, R: ReadRef<'a>>(
+    data: R,
+    bad: &dyn Fn(String) -> FatbinError,
+) -> Result<(Vec<(String, u64, u64)>, bool), FatbinError> {
+    let header = Elf::parse(data).map_err(|e| bad(format!("bad ELF: {e}")))?;
+    let endian = header.endian().map_err(|e| bad(format!("bad ELF: {e}")))?;
+    let table = header
+        .sections(endian, data)
+        .map_err(|e| bad(format!("bad ELF: {e}")))?;
+    let mut out = Vec::new();
+    for section in table.iter() {
+        let Some(name) = table
+            .section_name(endian, section)
+            .ok()
+            .and_then(|n| std::str::from_utf8(n).ok())
+        else {
+            continue;
+        };
+        if name != ".nv_fatbin" && name != "__nv_relfatbin" && !LARGE_DATA.contains(&name) {
+            continue;
+        }
+        if let Some((off, size)) = section.file_range(endian) {
+            out.push((name.to_string(), off, size));
+        }
+    }
+    Ok((out, header.e_type(endian) == object::elf::ET_REL))
 }
 
 /// The x86-64 large-data sections (`-mcmodel=medium`): a library too big for `.nv_fatbin` keeps
@@ -168,8 +189,13 @@ const LARGE_DATA: &[&str] = &[".ldata", ".lrodata"];
 /// The fatbins in `[start, end)` of a section that also holds other data: each 8-aligned fatbin
 /// magic whose header (version 1, 16 bytes, a size inside the section) and entries read, taken
 /// whole; anything else is skipped.
-fn scan_region(r: &Reader, section: &str, start: u64, end: u64) -> Result<Vec<Fatbin>, FatbinError> {
-    if end > r.data.len() as u64 {
+fn scan_region<'a, R: ReadRef<'a>>(
+    r: &Reader<'a, '_, R>,
+    section: &str,
+    start: u64,
+    end: u64,
+) -> Result<Vec<Fatbin>, FatbinError> {
+    if end > r.len {
         return Err(r.err(start, format!("section {section} runs past the end of the file")));
     }
     let mut out = Vec::new();
@@ -177,7 +203,9 @@ fn scan_region(r: &Reader, section: &str, start: u64, end: u64) -> Result<Vec<Fa
     while off + 16 <= end {
         let at = off;
         off += 8;
-        if r.u32(at)? != FATBIN_MAGIC || r.u16(at + 4)? != 1 || r.u16(at + 6)? != 16 {
+        // A position that was not kept (a sparse read keeps each magic it passed) holds none.
+        let header = |at| Ok::<_, FatbinError>((r.u32(at)?, r.u16(at + 4)?, r.u16(at + 6)?));
+        if !matches!(header(at), Ok((FATBIN_MAGIC, 1, 16))) {
             continue;
         }
         let fat_size = r.u64(at + 8)?;
@@ -198,8 +226,13 @@ fn scan_region(r: &Reader, section: &str, start: u64, end: u64) -> Result<Vec<Fa
 }
 
 /// Walks the fatbins laid end to end in `[start, end)`.
-fn walk_region(r: &Reader, section: &str, start: u64, end: u64) -> Result<Vec<Fatbin>, FatbinError> {
-    if end > r.data.len() as u64 {
+fn walk_region<'a, R: ReadRef<'a>>(
+    r: &Reader<'a, '_, R>,
+    section: &str,
+    start: u64,
+    end: u64,
+) -> Result<Vec<Fatbin>, FatbinError> {
+    if end > r.len {
         return Err(r.err(start, format!("section {section} runs past the end of the file")));
     }
     let mut out = Vec::new();
@@ -260,7 +293,7 @@ struct EntryHeader {
     uncompressed: u64,
 }
 
-fn entry_header(r: &Reader, e: u64) -> Result<EntryHeader, FatbinError> {
+fn entry_header<'a, R: ReadRef<'a>>(r: &Reader<'a, '_, R>, e: u64) -> Result<EntryHeader, FatbinError> {
     r.bytes(e, ENTRY_MIN as u64)?;
     Ok(EntryHeader {
         kind: r.u16(e)?,
@@ -296,7 +329,11 @@ fn compression(flags: u64) -> Compression {
     }
 }
 
-fn walk_entries(r: &Reader, start: u64, end: u64) -> Result<(Vec<Image>, Vec<UnknownEntry>), FatbinError> {
+fn walk_entries<'a, R: ReadRef<'a>>(
+    r: &Reader<'a, '_, R>,
+    start: u64,
+    end: u64,
+) -> Result<(Vec<Image>, Vec<UnknownEntry>), FatbinError> {
     let mut images = Vec::new();
     let mut unknown = Vec::new();
     let mut e = start;
@@ -382,7 +419,11 @@ struct SubEntry {
 /// The sub-entry headers of a concatenated entry (kind 0x100, written by CUDA 13.x
 /// `nvcc --concat`; `cuobjdump` prints it as "Fatbin concatenated entry"): at +0x40 `u32 count`,
 /// `u32 table_len`, then `count` entry headers whose @+4 is the offset inside the blob.
-fn concatenated(r: &Reader, e: u64, h: &EntryHeader) -> Result<Vec<SubEntry>, FatbinError> {
+fn concatenated<'a, R: ReadRef<'a>>(
+    r: &Reader<'a, '_, R>,
+    e: u64,
+    h: &EntryHeader,
+) -> Result<Vec<SubEntry>, FatbinError> {
     let header_end = e + h.header_size;
     if h.header_size < 0x48 + ENTRY_MIN as u64 {
         return Err(r.err(e, "concatenated entry too short for its table"));
@@ -459,7 +500,7 @@ mod tests {
         f.extend((e.len() as u64).to_le_bytes());
         f.extend(e);
         data.extend(f);
-        let fatbins = locate(&data, "t").unwrap().fatbins;
+        let fatbins = locate(&data[..], "t").unwrap().fatbins;
         assert_eq!(fatbins.len(), 2);
         assert!(fatbins[0].images.is_empty());
         assert_eq!(fatbins[1].images[0].name(), "compute_120");

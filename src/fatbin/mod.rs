@@ -10,7 +10,8 @@
 //! `cuobjdump` on such files (`tests/it/fatbin.rs`).
 //!
 //! The reader reads headers only: the file is memory-mapped and only the section table and the
-//! fatbin and entry headers are touched, so a 500 MB library costs a few page faults. Every
+//! fatbin and entry headers are touched, so a 500 MB library costs a few page faults. A file
+//! that is only a stream (a member of a wheel) is read the same way from what [`sparse`] kept. Every
 //! offset and size read from the file is checked before use; malformed input gives an error
 //! naming the file and the offset, never a panic. Payloads are decompressed (LZ4 block, zstd
 //! frame) only on request ([`payload`]), with the output size bounded.
@@ -33,6 +34,7 @@ mod cubin;
 mod image;
 mod layout;
 mod payload;
+pub mod sparse;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -173,6 +175,13 @@ pub fn read_bytes(data: &[u8], name: &str) -> Result<FileReport, FatbinError> {
     if let Some(bare) = cubin::bare(data, name) {
         return Ok(FileReport::new(name, bare?, false));
     }
+    let found = layout::locate(data, name)?;
+    Ok(FileReport::new(name, found.fatbins, found.relocatable))
+}
+
+/// Reads the fatbins of an ELF file of which only the headers were kept ([`sparse::capture`]):
+/// the same report as [`read_bytes`] of the whole file.
+pub fn read_sparse(data: &sparse::Sparse, name: &str) -> Result<FileReport, FatbinError> {
     let found = layout::locate(data, name)?;
     Ok(FileReport::new(name, found.fatbins, found.relocatable))
 }

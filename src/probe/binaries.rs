@@ -75,14 +75,10 @@ pub fn scan(dist: &Dist) -> Binaries {
 
 /// The major of the CUDA runtime an ELF shared object links (`DT_NEEDED libcudart.so.13` → 13);
 /// `None` for a static runtime or no ELF.
-pub fn cudart_major(data: &[u8]) -> Option<u64> {
-    use object::read::elf::ElfFile64;
-    let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
-    let table = elf.elf_section_table().dynamic_table(elf.endian(), data).ok()?;
-    table.iter().filter(|d| d.tag == object::elf::DT_NEEDED).find_map(|d| {
-        let name = std::str::from_utf8(table.string(d).ok()?).ok()?;
-        name.strip_prefix("libcudart.so.")?.split('.').next()?.parse().ok()
-    })
+pub fn cudart_major<'a, R: object::ReadRef<'a>>(data: R) -> Option<u64> {
+    super::needed::needed(data)
+        .iter()
+        .find_map(|name| name.strip_prefix("libcudart.so.")?.split('.').next()?.parse().ok())
 }
 
 /// [`cudart_major`] of the file at `path`, memory-mapped (only its headers are touched).
@@ -90,7 +86,7 @@ fn cudart_of_file(path: &Path) -> Option<u64> {
     let file = std::fs::File::open(path).ok()?;
     // SAFETY: read-only private map, as in `fatbin::read_file`.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-    cudart_major(&map)
+    cudart_major(&map[..])
 }
 
 /// The images the CUDA runtime can load from `r` (not the relocatable `-rdc` inputs), as the

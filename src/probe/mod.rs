@@ -25,6 +25,7 @@ pub mod tags;
 pub mod toolkit_layout;
 pub mod torch;
 pub mod wheel;
+pub mod wheel_cache;
 
 pub use machine::MachineFacts;
 pub use python::{PythonFacts, normalize};

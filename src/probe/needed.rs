@@ -16,20 +16,20 @@ use object::read::elf::FileHeader;
 pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
 
 /// The `DT_NEEDED` entries of the ELF object `data`; empty when it is not ELF or has none.
-pub fn needed(data: &[u8]) -> Vec<String> {
-    match data.get(4) {
-        Some(2) => of::<FileHeader64<Endianness>>(data),
-        Some(1) => of::<FileHeader32<Endianness>>(data),
+pub fn needed<'a, R: object::ReadRef<'a>>(data: R) -> Vec<String> {
+    match data.read_bytes_at(4, 1) {
+        Ok([2]) => of::<FileHeader64<Endianness>, R>(data),
+        Ok([1]) => of::<FileHeader32<Endianness>, R>(data),
         _ => Vec::new(),
     }
 }
 
 /// Whether the object links the NVIDIA driver's library.
-pub fn links_driver(data: &[u8]) -> bool {
+pub fn links_driver<'a, R: object::ReadRef<'a>>(data: R) -> bool {
     needed(data).iter().any(|n| n == DRIVER_LIBRARY || n == "libcuda.so")
 }
 
-fn of<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Vec<String> {
+fn of<'a, Elf: FileHeader<Endian = Endianness>, R: object::ReadRef<'a>>(data: R) -> Vec<String> {
     let Ok(header) = Elf::parse(data) else {
         return Vec::new();
     };
@@ -58,10 +58,10 @@ mod tests {
     fn the_loaders_own_needs_are_read_and_the_driver_library_is_told_apart() {
         // The test binary itself: a real ELF that needs libc and not the NVIDIA driver.
         let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        let libs = needed(&exe);
+        let libs = needed(&exe[..]);
         assert!(libs.iter().any(|l| l.starts_with("libc.so")), "{libs:?}");
-        assert!(!links_driver(&exe));
-        assert!(needed(b"not an ELF object").is_empty());
-        assert!(needed(b"\x7fELF\x02\x01\x01").is_empty());
+        assert!(!links_driver(&exe[..]));
+        assert!(needed(&b"not an ELF object"[..]).is_empty());
+        assert!(needed(&b"\x7fELF\x02\x01\x01"[..]).is_empty());
     }
 }

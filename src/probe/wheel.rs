@@ -4,22 +4,27 @@
 //! `.data/platlib/` prefixes removed), so that `[[binaries.optional]]` globs match both.
 //!
 //! It deliberately does not judge archs or pins (`resolve::wheel_choice` does) and writes
-//! nothing: a member is decompressed into memory, read, and dropped.
+//! nothing: a small member is decompressed into memory, read, and dropped; a large ELF member is
+//! streamed twice and only its headers kept ([`WHOLE_UP_TO`]).
 
 use std::io::Read;
 use std::path::Path;
 
-use crate::fatbin::{self, FileReport};
+use crate::fatbin::{self, FileReport, sparse};
 
 /// The most one member may hold once decompressed (vLLM's largest, FA2, is 308 MB).
 pub const MAX_MEMBER: u64 = 2 << 30;
+/// Members up to this size are decompressed into memory and read whole; larger ELF members are
+/// streamed and only their headers kept (`fatbin::sparse`), so that judging a wheel takes tens
+/// of megabytes, not the size of its largest library (sglang-kernel's flash_ops: 1.07 GB).
+pub const WHOLE_UP_TO: u64 = 32 << 20;
 /// The most all shared objects of one wheel may hold together.
 pub const MAX_TOTAL: u64 = 8 << 30;
 /// The most METADATA may hold.
 const MAX_METADATA: u64 = 4 << 20;
 
 /// What a wheel holds, as far as choosing it goes.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct WheelFacts {
     /// CUDA binaries: RECORD path and what the fatbin reader found.
     pub cuda: Vec<(String, FileReport)>,
@@ -33,6 +38,9 @@ pub struct WheelFacts {
     pub requires: Vec<String>,
     /// Bytes of shared objects decompressed and read.
     pub bytes_read: u64,
+    /// Of those, the bytes held in memory, summed over the members (each member's are dropped
+    /// once it is read): all of a member read whole, the headers of one streamed.
+    pub bytes_kept: u64,
     /// Shared objects that link the NVIDIA driver's library (`libcuda.so.1`, see
     /// [`super::needed`]): they cannot load on a machine without the driver.
     pub links_driver: Vec<String>,
@@ -81,32 +89,77 @@ pub fn read(path: &Path) -> Result<WheelFacts, String> {
             ));
             continue;
         }
+        drop(member);
+        // A large ELF member is streamed and only its headers kept; anything else (a bare
+        // cubin, an archive, a 32-bit object) is read whole, as a small member is.
+        if size > WHOLE_UP_TO {
+            let captured = zip
+                .by_index(i)
+                .map_err(|e| sparse::SparseError::Io(std::io::Error::other(e)))
+                .and_then(|m| sparse::Capture::first(size, m))
+                .and_then(|c| {
+                    let m = zip
+                        .by_index(i)
+                        .map_err(|e| sparse::SparseError::Io(std::io::Error::other(e)))?;
+                    c.second(m)
+                });
+            match captured {
+                Ok(kept) => {
+                    out.bytes_read += size;
+                    out.bytes_kept += kept.kept();
+                    judge(&mut out, &rel, file_name, &kept, || fatbin::read_sparse(&kept, &rel));
+                    continue;
+                }
+                Err(sparse::SparseError::NotElf64) => {}
+                Err(sparse::SparseError::Io(e)) => {
+                    out.unreadable.push(format!("{rel}: {e}"));
+                    continue;
+                }
+            }
+        }
         let mut data = Vec::with_capacity(size as usize);
-        if let Err(e) = (&mut member).take(MAX_MEMBER).read_to_end(&mut data) {
+        let read = zip
+            .by_index(i)
+            .map_err(std::io::Error::other)
+            .and_then(|m| m.take(MAX_MEMBER).read_to_end(&mut data));
+        if let Err(e) = read {
             out.unreadable.push(format!("{rel}: {e}"));
             continue;
         }
         out.bytes_read += data.len() as u64;
-        if super::needed::links_driver(&data) {
-            out.links_driver.push(rel.clone());
-        }
-        out.provides.push(file_name.to_string());
-        let needed = super::needed::needed(&data);
-        if !needed.is_empty() {
-            out.needed.insert(rel.clone(), needed);
-        }
-        match fatbin::read_bytes(&data, &rel) {
-            Ok(r) if r.images().next().is_some() => {
-                if out.cudart.is_none() {
-                    out.cudart = super::binaries::cudart_major(&data);
-                }
-                out.cuda.push((rel, r));
-            }
-            Ok(_) => out.plain += 1,
-            Err(e) => out.unreadable.push(e.to_string()),
-        }
+        out.bytes_kept += data.len() as u64;
+        judge(&mut out, &rel, file_name, &data[..], || fatbin::read_bytes(&data, &rel));
     }
     Ok(out)
+}
+
+/// What one shared object (held whole, or sparsely) adds to `out`: the libraries it links, and
+/// what the fatbin reader (`read`) found in it.
+fn judge<'a, R: object::ReadRef<'a>>(
+    out: &mut WheelFacts,
+    rel: &str,
+    file_name: &str,
+    data: R,
+    read: impl FnOnce() -> Result<FileReport, fatbin::FatbinError>,
+) {
+    if super::needed::links_driver(data) {
+        out.links_driver.push(rel.to_string());
+    }
+    out.provides.push(file_name.to_string());
+    let needed = super::needed::needed(data);
+    if !needed.is_empty() {
+        out.needed.insert(rel.to_string(), needed);
+    }
+    match read() {
+        Ok(r) if r.images().next().is_some() => {
+            if out.cudart.is_none() {
+                out.cudart = super::binaries::cudart_major(data);
+            }
+            out.cuda.push((rel.to_string(), r));
+        }
+        Ok(_) => out.plain += 1,
+        Err(e) => out.unreadable.push(e.to_string()),
+    }
 }
 
 /// The path a member gets once installed: `x-1.data/purelib/a/b.so` → `a/b.so`.

@@ -102,7 +102,9 @@ impl Session {
                                 );
                                 let fetch_seconds = started.elapsed().as_secs_f64();
                                 let read = Instant::now();
-                                let facts = cached.map_err(|e| e.to_string()).and_then(|p| probe::wheel::read(&p));
+                                let facts = cached.map_err(|e| e.to_string()).and_then(|p| {
+                                    probe::wheel_cache::read(&settings.cache_dir, &p, &w.sha256).map(|(f, _)| f)
+                                });
                                 (facts, fetch_seconds, read.elapsed().as_secs_f64())
                             })
                             .clone();

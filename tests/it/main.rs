@@ -47,3 +47,4 @@ mod txn;
 mod typed;
 mod unmanaged;
 mod verdict;
+mod wheel_stream;
