@@ -1,17 +1,24 @@
 //! A file read as a stream, keeping only what the fatbin reader and the ELF dynamic-section
 //! readers look at: the ELF header, the section header table, the section names, `.dynamic` and
 //! its string table, and inside each section that may hold fatbins the fatbin and entry headers
-//! (payloads are streamed past, never kept). A 1 GB shared object inside a wheel is judged from a
-//! few hundred kilobytes this way, without unpacking it to disk or memory.
+//! (payloads are streamed past, never kept). A 1 GB shared object inside a wheel is judged from
+//! about 20 MiB this way, without unpacking it to disk or memory.
 //!
-//! It takes two passes over the stream (`open` is called twice): the first keeps the ELF header
-//! and the section header table (at `e_shoff`, known from the header), the second what that
-//! table names. Which sections hold fatbins is known only from the section names, which usually
-//! lie after them, so the second pass walks every `SHT_PROGBITS` section as fatbins laid end to
-//! end (`.nv_fatbin`), and from the first byte that is not one scans the rest for the fatbin
-//! magic at each 8-aligned position (as the large-data sections are read); `layout` then reads
-//! the kept bytes by name. Scanning costs a compare per 8 bytes streamed; decompression costs
-//! far more.
+//! One pass over the stream usually does: it keeps the file's first 16 MiB whole (the ELF and
+//! program headers, `.dynsym`, `.dynstr`), the `.dynamic` the program headers place, the 4 MiB
+//! before the section table whole (the section names, which linkers write last), the section
+//! table itself (at `e_shoff`, known from the header), and between them every fatbin found by
+//! its magic at an 8-aligned position, with its entry headers and the zero padding after it.
+//! Which sections are `.nv_fatbin` is known only once the names are read, at the end, so the
+//! caller then checks that what was kept suffices ([`Capture::sufficient`]: every section the
+//! readers need whole is there, and the fatbin reader read every header it looked for); where it
+//! does not, a second pass keeps exactly what the section table names (each `SHT_PROGBITS`
+//! section walked as fatbins laid end to end, then scanned by magic from the first byte that is
+//! not one). A read of bytes not kept fails, so a first pass either gives what a whole read
+//! gives or is not used, with one exception: `layout` scans the large-data sections by magic and
+//! takes a position not kept for one without a fatbin, and the first pass skips the positions
+//! inside each fatbin it walked, as `layout` does, even one that runs past its section's end.
+//! Scanning costs a compare per 8 bytes streamed; decompression costs far more.
 //!
 //! What it keeps is a [`Sparse`], which `object`'s readers and `layout` read through
 //! [`ReadRef`]; a read of anything not kept fails as a truncated file would. Only 64-bit
@@ -51,6 +58,25 @@ impl Sparse {
         let (start, piece) = self.pieces.range(..=at).next_back()?;
         let from = usize::try_from(at - start).ok()?;
         piece.get(from..from.checked_add(usize::try_from(len).ok()?)?)
+    }
+
+    /// Keeps `prefix` as the file's first bytes, in place of the pieces kept inside it (a piece
+    /// that runs past its end keeps its part beyond).
+    fn put_prefix(&mut self, mut prefix: Vec<u8>) {
+        let end = prefix.len() as u64;
+        let inside: Vec<u64> = self.pieces.range(..end).map(|(k, _)| *k).collect();
+        for k in inside {
+            if let Some(piece) = self.pieces.remove(&k)
+                && k + piece.len() as u64 > end
+            {
+                prefix.extend_from_slice(&piece[usize::try_from(end - k).unwrap_or(0)..]);
+            }
+        }
+        // A piece that starts right where the prefix ends is one with it.
+        if let Some(next) = self.pieces.remove(&(prefix.len() as u64)) {
+            prefix.extend_from_slice(&next);
+        }
+        self.pieces.insert(0, prefix);
     }
 
     /// Keeps `bytes` at `at`, appended to the piece that ends there if there is one.
@@ -106,6 +132,8 @@ struct Stream<R> {
     head: usize,
     /// File offset of `buf[head]`.
     pos: u64,
+    /// Every byte consumed below `.0` is also copied to `.1` (the whole-kept start of a file).
+    tee: (u64, Vec<u8>),
 }
 
 impl<R: Read> Stream<R> {
@@ -115,6 +143,7 @@ impl<R: Read> Stream<R> {
             buf: Vec::with_capacity(CHUNK),
             head: 0,
             pos: 0,
+            tee: (0, Vec::new()),
         }
     }
 
@@ -155,6 +184,10 @@ impl<R: Read> Stream<R> {
     }
 
     fn consume(&mut self, n: usize) {
+        if self.pos < self.tee.0 {
+            let take = n.min(usize::try_from(self.tee.0 - self.pos).unwrap_or(usize::MAX));
+            self.tee.1.extend_from_slice(&self.buf[self.head..self.head + take]);
+        }
         self.head += n;
         self.pos += n as u64;
     }
@@ -221,14 +254,29 @@ enum Action {
     Walk,
 }
 
-/// Reads the ELF file of `len` bytes that `open` streams (twice), keeping what `layout` and the
-/// dynamic-section readers need.
+/// Reads the ELF file of `len` bytes that `open` streams (once, or twice where the first pass
+/// did not keep all that is needed), keeping what `layout` and the dynamic-section readers need.
 pub fn capture<R: Read>(mut open: impl FnMut() -> std::io::Result<R>, len: u64) -> Result<Sparse, SparseError> {
-    Capture::first(len, open()?)?.second(open()?)
+    let first = Capture::first(len, open()?)?;
+    if first.sufficient(|kept| crate::fatbin::read_sparse(kept, "").is_ok()) {
+        return Ok(first.guessed());
+    }
+    first.second(open()?)
 }
 
-/// A capture between its two passes: the ELF header and section table kept, the plan made.
+/// The whole-kept start of a file in the first pass: the ELF header, the program headers, and
+/// the sections linkers put first (`.dynsym`, `.dynstr`, the hash tables).
+const PREFIX: u64 = 16 << 20;
+/// The whole-kept bytes before the section table: the section names (`.shstrtab`), which
+/// linkers write last.
+const TAIL: u64 = 4 << 20;
+
+/// A capture after its first pass: what that pass kept, and the plan for a second one.
 pub struct Capture {
+    /// The first pass: the start of the file and the bytes before the section table whole, the
+    /// `.dynamic` the program headers name, and every fatbin header found by magic.
+    guess: Sparse,
+    /// The ELF header and section table alone: where a second pass starts from.
     kept: Sparse,
     plan: Vec<(u64, u64, Action)>,
 }
@@ -236,31 +284,68 @@ pub struct Capture {
 impl Capture {
     /// The first pass over `stream`, a file of `len` bytes.
     pub fn first(len: u64, stream: impl Read) -> Result<Capture, SparseError> {
-        let mut kept = Sparse {
+        let mut guess = Sparse {
             len,
             pieces: BTreeMap::new(),
         };
-        let mut first = Stream::new(stream);
-        let head = first.keep(&mut kept, 0, 64)?.ok_or(SparseError::NotElf64)?;
+        let mut s = Stream::new(stream);
+        s.tee = (PREFIX.min(len), Vec::new());
+        let head = s.keep(&mut guess, 0, 64)?.ok_or(SparseError::NotElf64)?.to_vec();
         // 64-bit, little-endian, 64-byte section headers, and not a bare cubin (EM_CUDA, 190:
         // those are small and read whole by `cubin`).
         if head[..4] != *b"\x7fELF"
             || head[4] != 2
             || head[5] != 1
-            || u16_at(head, 0x3a) != 64
-            || u16_at(head, 0x12) == 190
+            || u16_at(&head, 0x3a) != 64
+            || u16_at(&head, 0x12) == 190
         {
             return Err(SparseError::NotElf64);
         }
-        let (shoff, shnum, shstrndx) = (u64_at(head, 0x28), u64::from(u16_at(head, 0x3c)), u16_at(head, 0x3e));
-        if shoff == 0 || shnum == 0 {
+        let (shoff, shnum, shstrndx) = (u64_at(&head, 0x28), u64::from(u16_at(&head, 0x3c)), u16_at(&head, 0x3e));
+        let table_end = shoff.checked_add(shnum * 64).filter(|e| *e <= len);
+        let Some(table_end) = table_end.filter(|_| shoff != 0 && shnum != 0) else {
             // No section table, or more sections than the header counts (then in section 0).
             return Err(SparseError::NotElf64);
+        };
+        let prefix = PREFIX.min(len);
+        // `.dynamic`, as the program headers (right after the ELF header) place it: PT_DYNAMIC,
+        // type 2.
+        let (phoff, phnum) = (u64_at(&head, 0x20), u64::from(u16_at(&head, 0x38)));
+        let program = s
+            .keep(&mut guess, phoff, phnum * 56)?
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        let dynamic = program
+            .chunks_exact(56)
+            .find(|ph| u32_at(ph, 0) == 2)
+            .map(|ph| (u64_at(ph, 8), u64_at(ph, 0x20)))
+            .filter(|(off, size)| *off >= prefix && *size <= MAX_WHOLE);
+        let tail = shoff.saturating_sub(TAIL).max(prefix);
+        // The prefix is kept whole as it streams by, and scanned like the rest: a fatbin that
+        // starts in it may end far beyond it.
+        let from = s.pos;
+        match dynamic.filter(|(off, size)| off + size <= tail) {
+            Some((off, size)) => {
+                scan(&mut s, &mut guess, from, off, true)?;
+                s.keep(&mut guess, off, size)?;
+                scan(&mut s, &mut guess, off + size, tail, true)?;
+            }
+            None => scan(&mut s, &mut guess, from, tail, true)?,
         }
-        let table = first
-            .keep(&mut kept, shoff, shnum * 64)?
-            .ok_or(SparseError::NotElf64)?
-            .to_vec();
+        if s.pos < prefix {
+            s.discard_to(prefix)?;
+        }
+        guess.put_prefix(std::mem::take(&mut s.tee.1));
+        if tail < table_end {
+            s.keep(&mut guess, tail, table_end - tail)?;
+        }
+        let table = guess.get(shoff, shnum * 64).ok_or(SparseError::NotElf64)?.to_vec();
+        let mut kept = Sparse {
+            len,
+            pieces: BTreeMap::new(),
+        };
+        kept.insert(0, &head);
+        kept.insert(shoff, &table);
         let section = |i: usize| {
             let s = &table[i * 64..(i + 1) * 64];
             // sh_type, sh_offset, sh_size, sh_link.
@@ -284,12 +369,30 @@ impl Capture {
         }
         plan.sort_by_key(|(off, size, _)| (*off, *size));
         plan.dedup_by_key(|(off, size, _)| (*off, *size));
-        Ok(Capture { kept, plan })
+        Ok(Capture { guess, kept, plan })
     }
 
-    /// The second pass over `stream`, the same file from its start.
+    /// Whether the first pass kept all that is needed: every whole section the plan names (the
+    /// section names, `.dynamic` and its strings), and `reads` holds on it (the fatbin reader
+    /// read every header it looked for; a header it did not find reads as not kept).
+    pub fn sufficient(&self, reads: impl FnOnce(&Sparse) -> bool) -> bool {
+        let whole = self
+            .plan
+            .iter()
+            .filter(|(_, _, a)| matches!(a, Action::Whole))
+            .all(|(off, size, _)| *size == 0 || self.guess.get(*off, *size).is_some());
+        whole && reads(&self.guess)
+    }
+
+    /// What the first pass kept, where [`Capture::sufficient`] holds.
+    pub fn guessed(self) -> Sparse {
+        self.guess
+    }
+
+    /// The second pass over `stream`, the same file from its start: what the plan names, from
+    /// the ELF header and section table on.
     pub fn second(self, stream: impl Read) -> Result<Sparse, SparseError> {
-        let Capture { mut kept, plan } = self;
+        let Capture { mut kept, plan, .. } = self;
         let mut second = Stream::new(stream);
         for (off, size, action) in plan {
             // Sections do not overlap in a well-formed file; one that does starts where the
@@ -301,7 +404,7 @@ impl Capture {
                 }
                 Action::Walk => {
                     if let Some(rest) = walk(&mut second, &mut kept, off, end)? {
-                        scan(&mut second, &mut kept, rest, end)?;
+                        scan(&mut second, &mut kept, rest, end, false)?;
                     }
                 }
             }
@@ -343,7 +446,7 @@ fn walk<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64) -> 
         if header > 16 && s.keep(kept, off, header)?.is_none() {
             return Ok(None);
         }
-        if !entries(s, kept, off + header, fat_end)? {
+        if !entries(s, kept, off + header, fat_end, u64::MAX)? {
             return Ok(Some(off + 8));
         }
         off = align8(fat_end).max(off + 16);
@@ -353,9 +456,14 @@ fn walk<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64) -> 
 
 /// Keeps the entry headers (whole, with a concatenated entry's table and the options) in
 /// `[start, end)` of one fatbin, streaming past the payloads; false where they do not read.
-fn entries<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64) -> std::io::Result<bool> {
+/// From `limit` on it stops (true): what lies there is kept whole by the caller, so no payload
+/// is streamed past it.
+fn entries<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64, limit: u64) -> std::io::Result<bool> {
     let mut e = start;
     while e < end {
+        if e >= limit {
+            return Ok(true);
+        }
         if end - e < 64 {
             return Ok(false);
         }
@@ -376,7 +484,7 @@ fn entries<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64) 
 
 /// Keeps, in `[start, end)` of a section that also holds other data, each 8-aligned fatbin
 /// header and the entries after it, as `layout::scan_region` looks for them.
-fn scan<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64) -> std::io::Result<()> {
+fn scan<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64, padding: bool) -> std::io::Result<()> {
     let mut off = align8(start);
     while off + 16 <= end {
         // Where the stream already passed (a fatbin just kept), on from the next 8-aligned byte.
@@ -402,11 +510,25 @@ fn scan<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64) -> 
         let at = off + i as u64;
         s.consume(i);
         let Some(h) = s.keep(kept, at, 16)? else { return Ok(()) };
-        let fat_end = (at + 16).checked_add(u64_at(h, 8)).filter(|e| *e <= end);
+        // A fatbin may run past `end` (into what the caller keeps whole): its headers up to there.
+        let fat_end = (at + 16).checked_add(u64_at(h, 8)).filter(|e| *e <= kept.len);
         off = match fat_end {
-            Some(fe) if entries(s, kept, at + 16, fe)? => align8(fe).max(at + 16),
+            Some(fe) if entries(s, kept, at + 16, fe, end)? => align8(fe).max(at + 16),
             _ => at + 8,
         };
+        // The zero padding after a fatbin, which `layout::walk_region` reads on its way to the
+        // next one (a scan of the whole file does not know where `.nv_fatbin` is yet).
+        // Each 8 bytes are looked at before they are taken, so that the next fatbin's header,
+        // which ends the padding, is still there for the scan.
+        let mut zeros = 0;
+        while padding && off > at + 8 && off + 8 <= end && zeros < MAX_PADDING {
+            if s.pos > off || !s.discard_to(off)? || !s.fill(8)? || u64_at(&s.buf[s.head..], 0) != 0 {
+                break;
+            }
+            s.keep(kept, off, 8)?;
+            off += 8;
+            zeros += 8;
+        }
     }
     Ok(())
 }
@@ -437,6 +559,24 @@ mod tests {
             report.fatbins.len(),
             crate::fatbin::read_bytes(&whole, "exe").unwrap().fatbins.len()
         );
+    }
+
+    /// The second pass, where the first did not suffice, gives the same.
+    #[test]
+    fn the_second_pass_reads_the_same_as_the_first() {
+        let exe = std::env::current_exe().unwrap();
+        let whole = std::fs::read(&exe).unwrap();
+        let open = || std::fs::File::open(&exe).unwrap();
+        let kept = Capture::first(whole.len() as u64, open())
+            .unwrap()
+            .second(open())
+            .unwrap();
+        assert_eq!(
+            crate::probe::needed::needed(&kept),
+            crate::probe::needed::needed(&whole[..])
+        );
+        assert!(crate::fatbin::read_sparse(&kept, "exe").is_ok());
+        assert!(kept.kept() < 16 << 20, "kept {}", kept.kept());
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!
 //! It deliberately does not judge archs or pins (`resolve::wheel_choice` does) and writes
 //! nothing: a small member is decompressed into memory, read, and dropped; a large ELF member is
-//! streamed twice and only its headers kept ([`WHOLE_UP_TO`]).
+//! streamed (once, twice where the first pass did not keep enough) and only its headers kept
+//! ([`WHOLE_UP_TO`]).
 
 use std::io::Read;
 use std::path::Path;
@@ -36,7 +37,7 @@ pub struct WheelFacts {
     pub cudart: Option<u64>,
     /// `Requires-Dist` lines of its METADATA, as written.
     pub requires: Vec<String>,
-    /// Bytes of shared objects decompressed and read.
+    /// Bytes of shared objects decompressed and read (a member streamed twice counts twice).
     pub bytes_read: u64,
     /// Of those, the bytes held in memory, summed over the members (each member's are dropped
     /// once it is read): all of a member read whole, the headers of one streamed.
@@ -93,19 +94,21 @@ pub fn read(path: &Path) -> Result<WheelFacts, String> {
         // A large ELF member is streamed and only its headers kept; anything else (a bare
         // cubin, an archive, a 32-bit object) is read whole, as a small member is.
         if size > WHOLE_UP_TO {
+            let io = |e: zip::result::ZipError| sparse::SparseError::Io(std::io::Error::other(e));
+            // One pass where it keeps all that is needed, a second where it did not.
             let captured = zip
                 .by_index(i)
-                .map_err(|e| sparse::SparseError::Io(std::io::Error::other(e)))
+                .map_err(io)
                 .and_then(|m| sparse::Capture::first(size, m))
                 .and_then(|c| {
-                    let m = zip
-                        .by_index(i)
-                        .map_err(|e| sparse::SparseError::Io(std::io::Error::other(e)))?;
-                    c.second(m)
+                    if c.sufficient(|kept| fatbin::read_sparse(kept, &rel).is_ok()) {
+                        return Ok((c.guessed(), 1));
+                    }
+                    Ok((c.second(zip.by_index(i).map_err(io)?)?, 2))
                 });
             match captured {
-                Ok(kept) => {
-                    out.bytes_read += size;
+                Ok((kept, passes)) => {
+                    out.bytes_read += size * passes;
                     out.bytes_kept += kept.kept();
                     judge(&mut out, &rel, file_name, &kept, || fatbin::read_sparse(&kept, &rel));
                     continue;

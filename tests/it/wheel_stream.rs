@@ -82,10 +82,11 @@ fn a_large_library_in_a_wheel_is_judged_from_its_headers_as_if_read_whole() {
             .any(|n| n.starts_with("libcudart.so.13"))
     );
     assert_eq!(facts.requires, ["torch==2.11.0"]);
-    // All of it was streamed; a few kilobytes of it were kept.
+    // All of it was streamed, once (a second pass counts twice); what was kept is its first 16 MiB and the 4 MiB before its
+    // section table (whole) and the headers between, not the 40 MiB of data in the middle.
     assert_eq!(facts.bytes_read, data.len() as u64);
     assert!(
-        facts.bytes_kept < 1 << 20,
+        facts.bytes_kept < 21 << 20,
         "kept {} of {} bytes",
         facts.bytes_kept,
         data.len()
