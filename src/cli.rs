@@ -236,7 +236,7 @@ pub enum Command {
     Recipes(RecipesArgs),
     /// Work on recipes: `kiln recipe draft NAME [VERSION]`
     Recipe(RecipeArgs),
-    /// List the SASS and PTX targets inside CUDA binaries (ELF objects, shared libraries, .fatbin)
+    /// List the SASS and PTX targets inside CUDA binaries (ELF objects, shared libraries, .fatbin, wheels)
     ///
     /// Reads the fatbinary headers itself (no cuobjdump). With --arch, also says whether each
     /// file holds an image that runs on that arch (and, with the driver's CUDA version known,

@@ -8,6 +8,7 @@ use object::read::elf::{FileHeader, SectionHeader};
 use object::{Endianness, FileKind, ReadRef};
 
 use super::image::{Compression, Image, ImageKind, Variant};
+use super::reader::Reader;
 use super::{Fatbin, FatbinError, UnknownEntry};
 
 const FATBIN_MAGIC: u32 = 0xBA55_ED50;
@@ -19,61 +20,6 @@ const FLAG_ZSTD: u64 = 0x8000;
 const FLAG_ARCH: u64 = 0x10_0000;
 const FLAG_FAMILY: u64 = 0x20_0000;
 const ENTRY_MIN: usize = 64;
-
-/// Reads checked little-endian fields of a file held whole (`&[u8]`) or in part
-/// ([`super::sparse::Sparse`]: a read outside what was kept is an error like a truncated file).
-struct Reader<'a, 'n, R: ReadRef<'a>> {
-    data: R,
-    len: u64,
-    name: &'n str,
-    _data: std::marker::PhantomData<&'a ()>,
-}
-
-impl<'a, 'n, R: ReadRef<'a>> Reader<'a, 'n, R> {
-    fn new(data: R, name: &'n str) -> Self {
-        Reader {
-            data,
-            len: data.len().unwrap_or(0),
-            name,
-            _data: std::marker::PhantomData,
-        }
-    }
-
-    fn err(&self, offset: u64, message: impl Into<String>) -> FatbinError {
-        FatbinError {
-            path: self.name.to_string(),
-            offset: Some(offset),
-            message: message.into(),
-        }
-    }
-
-    fn bytes(&self, at: u64, len: u64) -> Result<&'a [u8], FatbinError> {
-        let end = at.checked_add(len).ok_or_else(|| self.err(at, "size overflows"))?;
-        if end > self.len {
-            return Err(self.err(at, format!("truncated: needs {len} bytes, the file has {}", self.len)));
-        }
-        self.data
-            .read_bytes_at(at, len)
-            .map_err(|()| self.err(at, format!("{len} bytes here were not read (only headers were kept)")))
-    }
-
-    fn u16(&self, at: u64) -> Result<u16, FatbinError> {
-        let b = self.bytes(at, 2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
-    fn u32(&self, at: u64) -> Result<u32, FatbinError> {
-        let b = self.bytes(at, 4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&self, at: u64) -> Result<u64, FatbinError> {
-        let b = self.bytes(at, 8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
-    }
-}
 
 fn align8(x: u64) -> u64 {
     x.saturating_add(7) & !7
@@ -186,6 +132,19 @@ fn sections_of<'a, Elf: FileHeader<Endian = Endianness>, R: ReadRef<'a>>(
 /// these are scanned by magic instead of walked end to end.
 const LARGE_DATA: &[&str] = &[".ldata", ".lrodata"];
 
+/// That the section `[start, end)` lies inside the file.
+fn inside_file<'a, R: ReadRef<'a>>(
+    r: &Reader<'a, '_, R>,
+    section: &str,
+    start: u64,
+    end: u64,
+) -> Result<(), FatbinError> {
+    if end > r.len {
+        return Err(r.err(start, format!("section {section} runs past the end of the file")));
+    }
+    Ok(())
+}
+
 /// The fatbins in `[start, end)` of a section that also holds other data: each 8-aligned fatbin
 /// magic whose header (version 1, 16 bytes, a size inside the section) and entries read, taken
 /// whole; anything else is skipped.
@@ -195,9 +154,7 @@ fn scan_region<'a, R: ReadRef<'a>>(
     start: u64,
     end: u64,
 ) -> Result<Vec<Fatbin>, FatbinError> {
-    if end > r.len {
-        return Err(r.err(start, format!("section {section} runs past the end of the file")));
-    }
+    inside_file(r, section, start, end)?;
     let mut out = Vec::new();
     let mut off = align8(start);
     while off + 16 <= end {
@@ -232,9 +189,7 @@ fn walk_region<'a, R: ReadRef<'a>>(
     start: u64,
     end: u64,
 ) -> Result<Vec<Fatbin>, FatbinError> {
-    if end > r.len {
-        return Err(r.err(start, format!("section {section} runs past the end of the file")));
-    }
+    inside_file(r, section, start, end)?;
     let mut out = Vec::new();
     let mut off = start;
     while off < end {

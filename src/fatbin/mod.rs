@@ -34,6 +34,7 @@ mod cubin;
 mod image;
 mod layout;
 mod payload;
+mod reader;
 pub mod sparse;
 
 use std::os::unix::fs::OpenOptionsExt;

@@ -141,3 +141,45 @@ fn wheel_facts_are_kept_by_sha256_and_a_foreign_record_is_read_again() {
     let (fresh, source) = read(&cache, &wheel, &sha).unwrap();
     assert_eq!((source, fresh.requires), (Source::Read, facts.requires));
 }
+
+/// This test's own executable (a large ELF file with symbols and debug info, no fatbins):
+/// the libraries it links read the same from what was kept as from the whole file, and
+/// what was kept is a small part of it.
+#[test]
+fn the_dynamic_section_reads_the_same_from_what_was_kept() {
+    let exe = std::env::current_exe().unwrap();
+    let whole = std::fs::read(&exe).unwrap();
+    let kept = kiln::fatbin::sparse::capture(|| std::fs::File::open(&exe), whole.len() as u64).unwrap();
+    let needed = kiln::probe::needed::needed(&kept);
+    assert!(!needed.is_empty());
+    assert_eq!(needed, kiln::probe::needed::needed(&whole[..]));
+    assert!(
+        kept.kept() < whole.len() as u64 / 4,
+        "kept {} of {}",
+        kept.kept(),
+        whole.len()
+    );
+    let report = kiln::fatbin::read_sparse(&kept, "exe").unwrap();
+    assert_eq!(
+        report.fatbins.len(),
+        kiln::fatbin::read_bytes(&whole, "exe").unwrap().fatbins.len()
+    );
+}
+
+/// The second pass, where the first did not suffice, gives the same.
+#[test]
+fn the_second_pass_reads_the_same_as_the_first() {
+    let exe = std::env::current_exe().unwrap();
+    let whole = std::fs::read(&exe).unwrap();
+    let open = || std::fs::File::open(&exe).unwrap();
+    let kept = kiln::fatbin::sparse::Capture::first(whole.len() as u64, open())
+        .unwrap()
+        .second(open())
+        .unwrap();
+    assert_eq!(
+        kiln::probe::needed::needed(&kept),
+        kiln::probe::needed::needed(&whole[..])
+    );
+    assert!(kiln::fatbin::read_sparse(&kept, "exe").is_ok());
+    assert!(kept.kept() < 16 << 20, "kept {}", kept.kept());
+}

@@ -44,7 +44,7 @@ const CHUNK: usize = 256 << 10;
 /// The kept byte ranges of a file of `len` bytes.
 #[derive(Debug, Default)]
 pub struct Sparse {
-    len: u64,
+    pub(super) len: u64,
     pieces: BTreeMap<u64, Vec<u8>>,
 }
 
@@ -54,7 +54,7 @@ impl Sparse {
         self.pieces.values().map(|p| p.len() as u64).sum()
     }
 
-    fn get(&self, at: u64, len: u64) -> Option<&[u8]> {
+    pub(super) fn get(&self, at: u64, len: u64) -> Option<&[u8]> {
         let (start, piece) = self.pieces.range(..=at).next_back()?;
         let from = usize::try_from(at - start).ok()?;
         piece.get(from..from.checked_add(usize::try_from(len).ok()?)?)
@@ -80,7 +80,7 @@ impl Sparse {
     }
 
     /// Keeps `bytes` at `at`, appended to the piece that ends there if there is one.
-    fn insert(&mut self, at: u64, bytes: &[u8]) {
+    pub(super) fn insert(&mut self, at: u64, bytes: &[u8]) {
         if let Some((start, piece)) = self.pieces.range_mut(..=at).next_back()
             && start + piece.len() as u64 == at
         {
@@ -125,123 +125,25 @@ pub enum SparseError {
     Io(#[from] std::io::Error),
 }
 
-/// A forward-only reader that knows its file offset and can look ahead.
-struct Stream<R> {
-    inner: R,
-    buf: Vec<u8>,
-    head: usize,
-    /// File offset of `buf[head]`.
-    pos: u64,
-    /// Every byte consumed below `.0` is also copied to `.1` (the whole-kept start of a file).
-    tee: (u64, Vec<u8>),
-}
+mod stream;
+mod walk;
 
-impl<R: Read> Stream<R> {
-    fn new(inner: R) -> Self {
-        Stream {
-            inner,
-            buf: Vec::with_capacity(CHUNK),
-            head: 0,
-            pos: 0,
-            tee: (0, Vec::new()),
-        }
-    }
-
-    fn available(&self) -> usize {
-        self.buf.len() - self.head
-    }
-
-    /// Buffers at least `min` bytes from `pos` on; false at the end of the stream before that.
-    fn fill(&mut self, min: usize) -> std::io::Result<bool> {
-        if self.available() >= min {
-            return Ok(true);
-        }
-        self.buf.drain(..self.head);
-        self.head = 0;
-        let want = min.max(CHUNK);
-        while self.buf.len() < want {
-            let have = self.buf.len();
-            self.buf.resize(want, 0);
-            let n = loop {
-                match self.inner.read(&mut self.buf[have..]) {
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    r => break r,
-                }
-            };
-            let n = match n {
-                Ok(n) => n,
-                Err(e) => {
-                    self.buf.truncate(have);
-                    return Err(e);
-                }
-            };
-            self.buf.truncate(have + n);
-            if n == 0 {
-                break;
-            }
-        }
-        Ok(self.available() >= min)
-    }
-
-    fn consume(&mut self, n: usize) {
-        if self.pos < self.tee.0 {
-            let take = n.min(usize::try_from(self.tee.0 - self.pos).unwrap_or(usize::MAX));
-            self.tee.1.extend_from_slice(&self.buf[self.head..self.head + take]);
-        }
-        self.head += n;
-        self.pos += n as u64;
-    }
-
-    /// Reads and drops what lies before `off`; false at the end of the stream.
-    fn discard_to(&mut self, off: u64) -> std::io::Result<bool> {
-        while self.pos < off {
-            if !self.fill(1)? {
-                return Ok(false);
-            }
-            let n = self
-                .available()
-                .min(usize::try_from(off - self.pos).unwrap_or(usize::MAX));
-            self.consume(n);
-        }
-        Ok(true)
-    }
-
-    /// Makes `[off, off + len)` part of `kept` (what of it lies before `pos` must be there
-    /// already) and returns it; `None` where the stream cannot give it.
-    fn keep<'k>(&mut self, kept: &'k mut Sparse, off: u64, len: u64) -> std::io::Result<Option<&'k [u8]>> {
-        let end = off.saturating_add(len);
-        if end > kept.len {
-            return Ok(None);
-        }
-        if self.pos < off && !self.discard_to(off)? {
-            return Ok(None);
-        }
-        if end > self.pos {
-            let n = usize::try_from(end - self.pos).unwrap_or(usize::MAX);
-            if !self.fill(n)? {
-                return Ok(None);
-            }
-            let at = self.pos;
-            kept.insert(at, &self.buf[self.head..self.head + n]);
-            self.consume(n);
-        }
-        Ok(kept.get(off, len))
-    }
-}
+use stream::Stream;
+use walk::{scan, walk};
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+pub(super) fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default())
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
+pub(super) fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default())
 }
 
-fn align8(x: u64) -> u64 {
+pub(super) fn align8(x: u64) -> u64 {
     x.saturating_add(7) & !7
 }
 
@@ -413,171 +315,9 @@ impl Capture {
     }
 }
 
-/// Keeps the headers of the fatbins laid end to end in `[start, end)`, as `layout::walk_region`
-/// reads them. Where it meets something that is neither a fatbin nor its zero padding, it
-/// returns that offset: the rest of the section is then scanned for fatbins among other bytes
-/// (as `layout::scan_region` reads the large-data sections, which only the names kept in this
-/// same pass tell apart).
-fn walk<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64) -> std::io::Result<Option<u64>> {
-    let mut off = start;
-    let mut padding = 0;
-    while off < end {
-        let want = (end - off).min(16);
-        let Some(b) = s.keep(kept, off, want)? else {
-            return Ok(None);
-        };
-        if want < 16 {
-            return Ok(None);
-        }
-        if u32_at(b, 0) != FATBIN_MAGIC {
-            if u64_at(b, 0) != 0 || padding >= MAX_PADDING {
-                return Ok(Some(off));
-            }
-            padding += 8;
-            off += 8;
-            continue;
-        }
-        padding = 0;
-        let (header, size) = (u64::from(u16_at(b, 6)), u64_at(b, 8));
-        let fat_end = off.checked_add(header).and_then(|b| b.checked_add(size));
-        let Some(fat_end) = fat_end.filter(|e| header >= 16 && *e <= end) else {
-            return Ok(Some(off + 8));
-        };
-        if header > 16 && s.keep(kept, off, header)?.is_none() {
-            return Ok(None);
-        }
-        if !entries(s, kept, off + header, fat_end, u64::MAX)? {
-            return Ok(Some(off + 8));
-        }
-        off = align8(fat_end).max(off + 16);
-    }
-    Ok(None)
-}
-
-/// Keeps the entry headers (whole, with a concatenated entry's table and the options) in
-/// `[start, end)` of one fatbin, streaming past the payloads; false where they do not read.
-/// From `limit` on it stops (true): what lies there is kept whole by the caller, so no payload
-/// is streamed past it.
-fn entries<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64, limit: u64) -> std::io::Result<bool> {
-    let mut e = start;
-    while e < end {
-        if e >= limit {
-            return Ok(true);
-        }
-        if end - e < 64 {
-            return Ok(false);
-        }
-        let Some(h) = s.keep(kept, e, 64)? else {
-            return Ok(false);
-        };
-        let (header, payload) = (u64::from(u32_at(h, 4)), u64_at(h, 8));
-        let Some(next) = e.checked_add(header).and_then(|p| p.checked_add(payload)) else {
-            return Ok(false);
-        };
-        if header < 64 || next > end || s.keep(kept, e, header)?.is_none() {
-            return Ok(false);
-        }
-        e = next;
-    }
-    Ok(true)
-}
-
-/// Keeps, in `[start, end)` of a section that also holds other data, each 8-aligned fatbin
-/// header and the entries after it, as `layout::scan_region` looks for them.
-fn scan<R: Read>(s: &mut Stream<R>, kept: &mut Sparse, start: u64, end: u64, padding: bool) -> std::io::Result<()> {
-    let mut off = align8(start);
-    while off + 16 <= end {
-        // Where the stream already passed (a fatbin just kept), on from the next 8-aligned byte.
-        if s.pos > off {
-            off = align8(s.pos);
-            continue;
-        }
-        if !s.discard_to(off)? || !s.fill(16)? {
-            return Ok(());
-        }
-        // Every 8-aligned position in what is buffered, up to where a header still fits.
-        let avail = s.available().min(usize::try_from(end - off).unwrap_or(usize::MAX));
-        let buf = &s.buf[s.head..s.head + avail];
-        let hit = (0..avail.saturating_sub(15))
-            .step_by(8)
-            .find(|&i| u32_at(buf, i) == FATBIN_MAGIC && u16_at(buf, i + 4) == 1 && u16_at(buf, i + 6) == 16);
-        let Some(i) = hit else {
-            let step = (avail.saturating_sub(15) + 7) & !7;
-            s.consume(step.max(8).min(s.available()));
-            off = s.pos;
-            continue;
-        };
-        let at = off + i as u64;
-        s.consume(i);
-        let Some(h) = s.keep(kept, at, 16)? else { return Ok(()) };
-        // A fatbin may run past `end` (into what the caller keeps whole): its headers up to there.
-        let fat_end = (at + 16).checked_add(u64_at(h, 8)).filter(|e| *e <= kept.len);
-        off = match fat_end {
-            Some(fe) if entries(s, kept, at + 16, fe, end)? => align8(fe).max(at + 16),
-            _ => at + 8,
-        };
-        // The zero padding after a fatbin, which `layout::walk_region` reads on its way to the
-        // next one (a scan of the whole file does not know where `.nv_fatbin` is yet).
-        // Each 8 bytes are looked at before they are taken, so that the next fatbin's header,
-        // which ends the padding, is still there for the scan.
-        let mut zeros = 0;
-        while padding && off > at + 8 && off + 8 <= end && zeros < MAX_PADDING {
-            if s.pos > off || !s.discard_to(off)? || !s.fill(8)? || u64_at(&s.buf[s.head..], 0) != 0 {
-                break;
-            }
-            s.keep(kept, off, 8)?;
-            off += 8;
-            zeros += 8;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// This test's own executable (a large ELF file with symbols and debug info, no fatbins):
-    /// the libraries it links read the same from what was kept as from the whole file, and
-    /// what was kept is a small part of it.
-    #[test]
-    fn the_dynamic_section_reads_the_same_from_what_was_kept() {
-        let exe = std::env::current_exe().unwrap();
-        let whole = std::fs::read(&exe).unwrap();
-        let kept = capture(|| std::fs::File::open(&exe), whole.len() as u64).unwrap();
-        let needed = crate::probe::needed::needed(&kept);
-        assert!(!needed.is_empty());
-        assert_eq!(needed, crate::probe::needed::needed(&whole[..]));
-        assert!(
-            kept.kept() < whole.len() as u64 / 4,
-            "kept {} of {}",
-            kept.kept(),
-            whole.len()
-        );
-        let report = crate::fatbin::read_sparse(&kept, "exe").unwrap();
-        assert_eq!(
-            report.fatbins.len(),
-            crate::fatbin::read_bytes(&whole, "exe").unwrap().fatbins.len()
-        );
-    }
-
-    /// The second pass, where the first did not suffice, gives the same.
-    #[test]
-    fn the_second_pass_reads_the_same_as_the_first() {
-        let exe = std::env::current_exe().unwrap();
-        let whole = std::fs::read(&exe).unwrap();
-        let open = || std::fs::File::open(&exe).unwrap();
-        let kept = Capture::first(whole.len() as u64, open())
-            .unwrap()
-            .second(open())
-            .unwrap();
-        assert_eq!(
-            crate::probe::needed::needed(&kept),
-            crate::probe::needed::needed(&whole[..])
-        );
-        assert!(crate::fatbin::read_sparse(&kept, "exe").is_ok());
-        assert!(kept.kept() < 16 << 20, "kept {}", kept.kept());
-    }
 
     #[test]
     fn what_is_not_a_64_bit_elf_file_is_left_to_a_whole_read() {
