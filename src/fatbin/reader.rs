@@ -38,9 +38,15 @@ impl<'a, 'n, R: ReadRef<'a>> Reader<'a, 'n, R> {
         if end > self.len {
             return Err(self.err(at, format!("truncated: needs {len} bytes, the file has {}", self.len)));
         }
-        self.data
-            .read_bytes_at(at, len)
-            .map_err(|()| self.err(at, format!("{len} bytes here were not read (only headers were kept)")))
+        self.data.read_bytes_at(at, len).map_err(|()| {
+            self.err(
+                at,
+                format!(
+                    "{len} bytes here were not kept by the streamed read of this wheel member (a kiln \
+                     bug: unpack the member and run `kiln arch` on the file, which reads it whole)"
+                ),
+            )
+        })
     }
 
     pub(super) fn u16(&self, at: u64) -> Result<u16, FatbinError> {

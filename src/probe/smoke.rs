@@ -36,8 +36,8 @@ pub struct Script<'a> {
 
 /// How long a serving proof may take at most (an engine's start, CUDA graphs and JIT
 /// compiles included), whatever the per-import limit. A margin, not a measurement: SGLang
-/// 0.5.11's proof of two models took 91 s on an H200 (docs/gpu-proof.md §9); vLLM's was never
-/// timed.
+/// 0.5.11's proof of two models took 91 s on an H200 (docs/gpu-proof.md §9); vLLM 0.20.0's
+/// dense model 52.6 s to ready, its MoE model more than 280 s in flashinfer's JIT (§13).
 pub const SERVE_LIMIT: Duration = Duration::from_secs(900);
 
 /// The line prefix a serving proof prints its measurements after.

@@ -26,15 +26,20 @@
 //! reads those whole). It deliberately ignores what the bytes mean: `layout` and `probe::needed`
 //! decide that, with the same checks as for a file read whole.
 
+mod stream;
+mod walk;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::ops::Range;
 
-use object::ReadRef;
+use object::elf::{self, FileHeader64, ProgramHeader64, SectionHeader64};
+use object::{LittleEndian, ReadRef, pod};
+use stream::Stream;
+use walk::{scan, walk};
 
+const LE: LittleEndian = LittleEndian;
 const FATBIN_MAGIC: u32 = 0xBA55_ED50;
-const SHT_PROGBITS: u32 = 1;
-const SHT_DYNAMIC: u32 = 6;
 /// The most of one whole section kept (names, `.dynamic`, `.dynstr`).
 const MAX_WHOLE: u64 = 16 << 20;
 /// Zero padding walked between fatbins before a section is taken to hold none.
@@ -125,12 +130,6 @@ pub enum SparseError {
     Io(#[from] std::io::Error),
 }
 
-mod stream;
-mod walk;
-
-use stream::Stream;
-use walk::{scan, walk};
-
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
@@ -193,34 +192,39 @@ impl Capture {
         let mut s = Stream::new(stream);
         s.tee = (PREFIX.min(len), Vec::new());
         let head = s.keep(&mut guess, 0, 64)?.ok_or(SparseError::NotElf64)?.to_vec();
-        // 64-bit, little-endian, 64-byte section headers, and not a bare cubin (EM_CUDA, 190:
-        // those are small and read whole by `cubin`).
-        if head[..4] != *b"\x7fELF"
-            || head[4] != 2
-            || head[5] != 1
-            || u16_at(&head, 0x3a) != 64
-            || u16_at(&head, 0x12) == 190
+        let header: &FileHeader64<LittleEndian> = pod::from_bytes(&head).map_err(|()| SparseError::NotElf64)?.0;
+        // 64-bit, little-endian, 64-byte section headers, and not a bare cubin (EM_CUDA: those
+        // are small and read whole by `cubin`).
+        let ident = &header.e_ident;
+        if ident.magic != elf::ELFMAG
+            || ident.class != elf::ELFCLASS64
+            || ident.data != elf::ELFDATA2LSB
+            || header.e_shentsize.get(LE) != 64
+            || header.e_machine.get(LE) == elf::EM_CUDA
         {
             return Err(SparseError::NotElf64);
         }
-        let (shoff, shnum, shstrndx) = (u64_at(&head, 0x28), u64::from(u16_at(&head, 0x3c)), u16_at(&head, 0x3e));
+        let shoff = header.e_shoff.get(LE);
+        let shnum = u64::from(header.e_shnum.get(LE));
+        let shstrndx = usize::from(header.e_shstrndx.get(LE).0);
         let table_end = shoff.checked_add(shnum * 64).filter(|e| *e <= len);
         let Some(table_end) = table_end.filter(|_| shoff != 0 && shnum != 0) else {
             // No section table, or more sections than the header counts (then in section 0).
             return Err(SparseError::NotElf64);
         };
         let prefix = PREFIX.min(len);
-        // `.dynamic`, as the program headers (right after the ELF header) place it: PT_DYNAMIC,
-        // type 2.
-        let (phoff, phnum) = (u64_at(&head, 0x20), u64::from(u16_at(&head, 0x38)));
+        // `.dynamic`, as the program headers (right after the ELF header) place it.
+        let (phoff, phnum) = (header.e_phoff.get(LE), usize::from(header.e_phnum.get(LE)));
         let program = s
-            .keep(&mut guess, phoff, phnum * 56)?
+            .keep(&mut guess, phoff, phnum as u64 * 56)?
             .map(<[u8]>::to_vec)
             .unwrap_or_default();
-        let dynamic = program
-            .chunks_exact(56)
-            .find(|ph| u32_at(ph, 0) == 2)
-            .map(|ph| (u64_at(ph, 8), u64_at(ph, 0x20)))
+        let dynamic = pod::slice_from_bytes::<ProgramHeader64<LittleEndian>>(&program, phnum)
+            .map(|(all, _)| all)
+            .unwrap_or_default()
+            .iter()
+            .find(|ph| ph.p_type.get(LE) == elf::PT_DYNAMIC)
+            .map(|ph| (ph.p_offset.get(LE), ph.p_filesz.get(LE)))
             .filter(|(off, size)| *off >= prefix && *size <= MAX_WHOLE);
         let tail = shoff.saturating_sub(TAIL).max(prefix);
         // The prefix is kept whole as it streams by, and scanned like the rest: a fatbin that
@@ -248,24 +252,23 @@ impl Capture {
         };
         kept.insert(0, &head);
         kept.insert(shoff, &table);
-        let section = |i: usize| {
-            let s = &table[i * 64..(i + 1) * 64];
-            // sh_type, sh_offset, sh_size, sh_link.
-            (u32_at(s, 4), u64_at(s, 0x18), u64_at(s, 0x20), u32_at(s, 0x28))
-        };
+        let sections = pod::slice_from_bytes::<SectionHeader64<LittleEndian>>(&table, shnum as usize)
+            .map_err(|()| SparseError::NotElf64)?
+            .0;
         let mut plan: Vec<(u64, u64, Action)> = Vec::new();
-        for i in 0..shnum as usize {
-            let (kind, off, size, link) = section(i);
-            let whole = i == usize::from(shstrndx) || kind == SHT_DYNAMIC;
+        for (i, sh) in sections.iter().enumerate() {
+            let (kind, off, size) = (sh.sh_type.get(LE), sh.sh_offset.get(LE), sh.sh_size.get(LE));
+            let whole = i == shstrndx || kind == elf::SHT_DYNAMIC;
             if whole && size <= MAX_WHOLE {
                 plan.push((off, size, Action::Whole));
-                if kind == SHT_DYNAMIC && (link as usize) < shnum as usize {
-                    let (_, loff, lsize, _) = section(link as usize);
-                    if lsize <= MAX_WHOLE {
-                        plan.push((loff, lsize, Action::Whole));
-                    }
+                // `.dynamic`'s strings, in the section it links.
+                if kind == elf::SHT_DYNAMIC
+                    && let Some(strings) = sections.get(sh.sh_link.get(LE) as usize)
+                    && strings.sh_size.get(LE) <= MAX_WHOLE
+                {
+                    plan.push((strings.sh_offset.get(LE), strings.sh_size.get(LE), Action::Whole));
                 }
-            } else if kind == SHT_PROGBITS && size >= 16 {
+            } else if kind == elf::SHT_PROGBITS && size >= 16 {
                 plan.push((off, size, Action::Walk));
             }
         }
