@@ -316,9 +316,18 @@ pub struct InstallArgs {
     /// Then compile ahead of time the JIT modules a serving process would compile at its first
     /// request (components whose recipe has [aot], e.g. flashinfer), for the target archs, into
     /// kiln's cache (`aot/<key>`, carried by bundles) and into the environment, where the
-    /// component loads them without a compiler; checked by loading them with none reachable
-    #[arg(long, conflicts_with_all = ["locked", "bundle"])]
+    /// component loads them without a compiler; checked by loading them with none reachable.
+    ///
+    /// With `--bundle` or `--locked` the modules come from the bundle's cache entries when
+    /// their key matches, else they are compiled here. They are in place before the proofs run,
+    /// so a serving proof measures the engine, not the compile
+    #[arg(long)]
     pub aot: bool,
+    /// Also compile this module, one the recipe compiles only on request (`[aot] on_request`,
+    /// e.g. flashinfer's `cutlass_fused_moe`, the CUTLASS fused MoE behind vLLM's and SGLang's
+    /// `flashinfer_cutlass` MoE backend: many minutes); implies --aot. Repeat for more
+    #[arg(long = "aot-module", value_name = "NAME")]
+    pub aot_modules: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -17,6 +17,9 @@
 #   bench/h200/serve.sh install ENGINE    kiln install --bundle: sglang into the machine's torch
 #                                         environment, vllm into its copy (the two pin
 #                                         incompatible llguidance versions)
+#   bench/h200/serve.sh start ENGINE ARGS the same install, detached, with more kiln arguments
+#                                         (`--aot-module cutlass_fused_moe`: longer than a call)
+#   bench/h200/serve.sh wait ENGINE [SECS] until it is done: its log, the AOT compile's progress
 #   bench/h200/serve.sh doctor ENGINE ARCH
 #   bench/h200/serve.sh diagnose ENGINE   where the serving proof did not pass: run it by hand
 #   bench/h200/serve.sh relock            kiln lock of the SGLang environment, then
@@ -108,6 +111,32 @@ install)
   timed k "$py" install --bundle "$first" 2>&1 | tee "$OUT/install-$engine.log"
   cp kiln.lock "$OUT/kiln-$engine.lock" 2>/dev/null
   ;;
+start)
+  # The same install, detached (its own session, so it outlives this call: the machine's rule for
+  # processes a command leaves), for an install longer than one 10-minute call, e.g. with
+  # `--aot-module cutlass_fused_moe`: then `serve.sh wait ENGINE` until it is done.
+  engine=$2 py="$(env_of "$2")/bin/python3"
+  shift 2
+  run=/tmp/$engine-run
+  mkdir -p "$run" && cd "$run" && rm -f done
+  first=$(ls "$PARTS/$engine".tar.*-of-* | sort -V | head -1)
+  printf '%s\n' "kiln install --bundle $first $*" > install.log
+  setsid nohup bash -c 's=$(date +%s%N); "$@" >> install.log 2>&1; rc=$?
+    ms=$((($(date +%s%N) - s) / 1000000)); printf "   (%d.%03d s, exit %d)\n" $((ms / 1000)) $((ms % 1000)) $rc >> install.log; touch done' \
+    _ /tmp/kiln --python "$py" --cache-dir "$CACHE" --no-progress install --bundle "$first" "$@" < /dev/null > /dev/null 2>&1 &
+  echo "started: $(cat install.log)"
+  ;;
+wait)
+  # Until the detached install is done, or SECS (default 560) have passed: its log so far, and
+  # how far the AOT compile is (objects written in kiln's work directory).
+  engine=$2 run=/tmp/$engine-run
+  for _ in $(seq "${3:-560}"); do [ -f "$run/done" ] && break; sleep 1; done
+  [ -f "$run/done" ] && echo "done" || echo "still running"
+  echo "objects compiled so far: $(find "$CACHE/work" -name '*.o' 2>/dev/null | wc -l)"
+  cp "$run/install.log" "$OUT/install-$engine.log"
+  tail -60 "$run/install.log"
+  [ -f "$run/kiln.lock" ] && cp "$run/kiln.lock" "$OUT/kiln-$engine.lock"
+  ;;
 doctor)
   engine=$2 py="$(env_of "$2")/bin/python3"
   doctor "$py" "$engine" "$3"
@@ -127,7 +156,7 @@ relock)
     <("$FRESH_ENV/bin/python3" -m pip list --format=freeze 2>/dev/null) && echo "same distributions and versions"
   ;;
 *)
-  echo "usage: $0 carry | install ENGINE | doctor ENGINE ARCH | diagnose ENGINE | relock" >&2
+  echo "usage: $0 carry | install ENGINE | start ENGINE [ARGS] | wait ENGINE [SECS] | doctor ENGINE ARCH | diagnose ENGINE | relock" >&2
   exit 2
   ;;
 esac

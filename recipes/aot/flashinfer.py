@@ -84,8 +84,12 @@ def decode(dtype):
 def prefill_fa2(dtype):
     # BatchDecodeWithPagedKVCacheWrapper.plan with tensor cores (vLLM's default) builds the fa2
     # batch-prefill module (flashinfer/decode.py:2837-2850 -> prefill.py:586-588).
-    from flashinfer.jit.attention.modules import _gen_batch_prefill_primary_module
+    try:
+        from flashinfer.jit.attention.modules import _gen_batch_prefill_primary_module
+    except ImportError:  # before 0.7: gen_batch_prefill_module (jit/attention/modules.py:956 in 0.6.8.post1)
+        from flashinfer.jit.attention.modules import gen_batch_prefill_module
 
+        return lambda: gen_batch_prefill_module("fa2", dtype, dtype, dtype, torch.int32, 128, 128, 0, False, False, False)
     return lambda: _gen_batch_prefill_primary_module("fa2", dtype, dtype, dtype, torch.int32, 128, 128, 0, False, False, False, False)
 
 
@@ -98,13 +102,45 @@ modules = {
     "batch_decode_f16_hd128": decode(torch.float16),
     "batch_prefill_fa2_bf16_hd128": prefill_fa2(torch.bfloat16),
 }
+
+
+def cutlass_fused_moe():
+    """The CUTLASS fused MoE module for each arch family in the target list, as flashinfer builds
+    it at the first MoE forward: `get_cutlass_fused_moe_module(backend)` (flashinfer/fused_moe/
+    core.py:205-215 in 0.6.8.post1) with `use_fast_build=False`, the default its callers keep
+    (vLLM 0.20.0's FlashInfer CUTLASS MoE backend, flashinfer_cutlass_moe.py:369 ->
+    flashinfer.fused_moe.cutlass_fused_moe). One family per module name (fused_moe_90,
+    fused_moe_100, fused_moe_103, fused_moe_120), so several targets give several modules."""
+    from flashinfer.jit import fused_moe
+
+    gen = {
+        "12": "gen_cutlass_fused_moe_sm120_module",
+        "10.3": "gen_cutlass_fused_moe_sm103_module",
+        "10": "gen_cutlass_fused_moe_sm100_module",
+        "9": "gen_cutlass_fused_moe_sm90_module",
+    }
+    picked = []
+    for arch in os.environ.get("KILN_TARGET_ARCHS", "").split():
+        major, _, minor = arch.partition(".")
+        name = gen.get(f"{major}.{minor.rstrip('af')}") or gen.get(major)
+        if name is None:
+            sys.exit(f"cutlass_fused_moe: flashinfer has no CUTLASS fused MoE module for {arch} (flashinfer/fused_moe/core.py:205-215)")
+        if name not in picked:
+            picked.append(name)
+    return [getattr(fused_moe, n)(use_fast_build=False) for n in picked]
+
+
+# Many minutes and GiBs per job: compiled only when asked (`[aot] on_request`).
+modules["cutlass_fused_moe"] = cutlass_fused_moe
+
 unknown = [n for n in names if n not in modules]
 if unknown:
     sys.exit(f"unknown module(s) {unknown}; this script knows {sorted(modules)}")
-specs = {n: modules[n]() for n in names}
+# A name may stand for several specs (one per arch family): (name, spec) pairs, in order.
+specs = [(n, spec) for n in names for spec in (lambda made: made if isinstance(made, list) else [made])(modules[n]())]
 
 if check:
-    for n, spec in specs.items():
+    for n, spec in specs:
         line = {"module": n, "name": spec.name, "aot": bool(spec.is_aot), "path": str(spec.get_library_path())}
         try:
             spec.build_and_load()
@@ -116,7 +152,7 @@ if check:
     sys.exit(0)
 
 # One ninja run for all modules, `-j MAX_JOBS` (core.py:867-905 and cpp_ext.py:404-428).
-build_jit_specs(list(specs.values()), verbose=True, skip_prebuilt=False)
-for n, spec in specs.items():
+build_jit_specs([spec for _, spec in specs], verbose=True, skip_prebuilt=False)
+for n, spec in specs:
     install = (aot_dir / spec.name / f"{spec.name}.so").relative_to(site)
     print(json.dumps({"module": n, "name": spec.name, "file": str(spec.jit_library_path), "install": str(install)}), flush=True)

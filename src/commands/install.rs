@@ -6,6 +6,7 @@
 //! bundle, offline. Only argument handling and reporting: choosing, building and comparing live
 //! in `session`, `resolve`, `build` and `lock`.
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -14,33 +15,97 @@ use crate::build::{BuildFailure, StepResult};
 use crate::report;
 use crate::report::install::{Failed, Install, LockCheck, document};
 use crate::resolve::Plan;
+use crate::session::aot::AotOutcome;
 use crate::session::{JitStatus, Session, locked};
 use crate::settings::Settings;
 
-pub fn run(settings: &Settings, targets: &[String], dry_run: bool, aot: bool) -> CmdResult {
+pub fn run(settings: &Settings, targets: &[String], dry_run: bool, aot: Option<&[String]>) -> CmdResult {
     let s = open(settings, targets)?;
+    check_modules(&s, aot)?;
     let plan = s.plan(settings).map_err(|c| conflict(settings, &c))?;
-    let judge = || Ok(Session::after_install(settings, load_recipes(settings)?, targets)?);
-    let (mut result, mut doc, after) = carry_out(settings, &s, &plan, dry_run, &judge);
-    if aot && !dry_run && result.is_ok() {
-        // The environment as the install left it (the probe cache sees the change).
-        let after = after.unwrap_or(s);
-        let warmed = after.warm(settings);
-        if !settings.json && !settings.quiet {
-            report::install::aot(&warmed, &after.archs);
-        }
-        if warmed.iter().any(|w| !w.ok) {
-            if !settings.json && settings.quiet {
-                report::install::aot(&warmed, &after.archs);
-            }
-            result = Err(Failure::Reported);
-        }
-        doc["aot"] = serde_json::to_value(&warmed).unwrap_or_default();
+    let warmed = RefCell::new(None);
+    let judge = || {
+        warm_before_proofs(settings, &s, aot, dry_run, &warmed)?;
+        Ok(Session::after_install(settings, load_recipes(settings)?, targets)?)
+    };
+    let (mut result, mut doc, _) = carry_out(settings, &s, &plan, dry_run, &judge);
+    // Nothing was installed (so nothing was judged): the modules are compiled for what is there.
+    if result.is_ok() {
+        warm_before_proofs(settings, &s, aot, dry_run, &warmed)?;
     }
+    attach_aot(&mut result, &mut doc, warmed.into_inner());
     if settings.json {
         report::install::json(doc, None);
     }
     result
+}
+
+/// What `--aot` did, once it ran.
+type Warmed = RefCell<Option<Vec<AotOutcome>>>;
+
+/// `--aot-module` names a module some `[aot]` recipe in scope knows, or the run stops here.
+fn check_modules(s: &Session, aot: Option<&[String]>) -> Result<(), Failure> {
+    let unknown = s.unknown_modules(aot.unwrap_or_default());
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let known: Vec<String> = s
+        .aot_components()
+        .iter()
+        .filter_map(|n| s.set.get(n)?.aot.as_ref().map(|a| (n, a)))
+        .map(|(n, a)| {
+            format!(
+                "{n}: {}",
+                a.modules
+                    .iter()
+                    .chain(&a.on_request)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    Err(Failure::User(format!(
+        "--aot-module {}: no component in scope compiles it ahead of time; {}",
+        unknown.join(", "),
+        if known.is_empty() {
+            "none in scope has [aot] (`kiln recipes` shows which do)".to_string()
+        } else {
+            format!("known: {}", known.join("; "))
+        }
+    )))
+}
+
+/// `--aot`, once per run: the `[aot]` modules compiled (or taken from the cache) and installed
+/// in a session of only the components that have them, so that no serving proof runs before
+/// they are in place; reported as they finish.
+fn warm_before_proofs(
+    settings: &Settings,
+    s: &Session,
+    aot: Option<&[String]>,
+    dry_run: bool,
+    warmed: &Warmed,
+) -> Result<(), Failure> {
+    let Some(extra) = aot else { return Ok(()) };
+    if dry_run || warmed.borrow().is_some() {
+        return Ok(());
+    }
+    let w = Session::open(settings, load_recipes(settings)?, &s.aot_components())?;
+    let outcomes = w.warm(settings, extra);
+    if !settings.json && (!settings.quiet || outcomes.iter().any(|o| !o.ok)) {
+        report::install::aot(&outcomes, &w.archs);
+    }
+    warmed.replace(Some(outcomes));
+    Ok(())
+}
+
+/// The `--aot` outcomes into the JSON document; a module that failed fails the run.
+fn attach_aot(result: &mut CmdResult, doc: &mut serde_json::Value, warmed: Option<Vec<AotOutcome>>) {
+    let Some(outcomes) = warmed else { return };
+    if outcomes.iter().any(|w| !w.ok) && result.is_ok() {
+        *result = Err(Failure::Reported);
+    }
+    doc["aot"] = serde_json::to_value(&outcomes).unwrap_or_default();
 }
 
 /// Opens the session that judges the environment an install left, as `doctor` would.
@@ -183,7 +248,13 @@ fn carry_out(
 /// `kiln install --locked`: the lock's versions as pins, its git commits and sdist hashes as
 /// the sources, its archs as the target; a component built from another source than the lock
 /// names is rebuilt; afterwards every locked field is compared with the environment.
-pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: &Path) -> CmdResult {
+pub fn run_locked(
+    settings: &Settings,
+    targets: &[String],
+    dry_run: bool,
+    path: &Path,
+    aot: Option<&[String]>,
+) -> CmdResult {
     let lock = read_lock(settings, path)?;
     let pinned = locked::targets(&lock, targets, path)?;
     let (archs, from) = locked::archs(&lock, settings.archs.as_deref(), path)?;
@@ -201,20 +272,27 @@ pub fn run_locked(settings: &Settings, targets: &[String], dry_run: bool, path: 
     s.check_brought(&lock, path)?;
     s.mark_other_sources_stale(&lock, path);
     s.expect_locked_wheels(&lock);
+    check_modules(&s, aot)?;
     let plan = s.plan(&settings).map_err(|c| conflict(&settings, &c))?;
     // What is there afterwards, probed again: judged as `doctor` judges it, and compared.
     let probed_again = Settings {
         refresh: true,
         ..settings.clone()
     };
+    let warmed = RefCell::new(None);
     let judge = || {
+        warm_before_proofs(&probed_again, &s, aot, dry_run, &warmed)?;
         Ok(Session::after_install(
             &probed_again,
             load_recipes(&probed_again)?,
             &pinned,
         )?)
     };
-    let (result, mut doc, after) = carry_out(&settings, &s, &plan, dry_run, &judge);
+    let (mut result, mut doc, after) = carry_out(&settings, &s, &plan, dry_run, &judge);
+    if result.is_ok() {
+        warm_before_proofs(&probed_again, &s, aot, dry_run, &warmed)?;
+    }
+    attach_aot(&mut result, &mut doc, warmed.into_inner());
     doc["archs_from"] = serde_json::json!(report::install::archs_from(from));
     let installed = result.is_ok() || after.is_some();
     if dry_run || !installed {
@@ -275,7 +353,13 @@ fn write_proven(settings: &Settings, after: &Session) -> CmdResult {
 
 /// `kiln install --bundle FILE`: unpack the bundle into the cache, then reproduce its lock
 /// offline.
-pub fn run_bundle(settings: &Settings, targets: &[String], dry_run: bool, bundle: &Path) -> CmdResult {
+pub fn run_bundle(
+    settings: &Settings,
+    targets: &[String],
+    dry_run: bool,
+    bundle: &Path,
+    aot: Option<&[String]>,
+) -> CmdResult {
     let cache = &settings.cache_dir;
     let set = load_recipes(settings)?;
     let lock = crate::bundle::unpack(bundle, cache, &set).map_err(|e| Failure::User(e.to_string()))?;
@@ -283,5 +367,5 @@ pub fn run_bundle(settings: &Settings, targets: &[String], dry_run: bool, bundle
         offline: true,
         ..settings.clone()
     };
-    run_locked(&settings, targets, dry_run, &lock)
+    run_locked(&settings, targets, dry_run, &lock, aot)
 }

@@ -124,10 +124,11 @@ fn dispatch(s: &Settings, command: &Command) -> CmdResult {
                 keep_done: a.keep_done,
                 ..s.clone()
             };
+            let aot = (a.aot || !a.aot_modules.is_empty()).then_some(&a.aot_modules[..]);
             match &a.bundle {
-                _ if a.locked => install::run_locked(s, &a.targets.targets, a.dry_run, &a.lock),
-                Some(bundle) => install::run_bundle(s, &a.targets.targets, a.dry_run, bundle),
-                None => install::run(s, &a.targets.targets, a.dry_run, a.aot),
+                _ if a.locked => install::run_locked(s, &a.targets.targets, a.dry_run, &a.lock, aot),
+                Some(bundle) => install::run_bundle(s, &a.targets.targets, a.dry_run, bundle, aot),
+                None => install::run(s, &a.targets.targets, a.dry_run, aot),
             }
         }
         Command::Bundle(a) => match &a.for_node {

@@ -154,6 +154,10 @@ pub struct Aot {
     pub script: Jit,
     /// The modules it compiles, by the names the script knows.
     pub modules: Vec<String>,
+    /// Modules it knows but compiles only when asked (`kiln install --aot-module NAME`): those
+    /// that take many minutes and serve one kind of model (`[aot] on_request`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub on_request: Vec<String>,
 }
 
 /// How to turn the source into an installed wheel.

@@ -106,12 +106,15 @@ struct Line {
 impl Session {
     /// Compiles (or takes from the cache) and installs the `[aot]` modules of every component
     /// in scope that has them.
-    pub fn warm(&self, settings: &Settings) -> Vec<AotOutcome> {
+    /// `extra` names modules a recipe compiles only when asked (`[aot] on_request`); each is
+    /// added to the recipes that know it (`unknown_modules` says which no recipe in scope knows).
+    pub fn warm(&self, settings: &Settings, extra: &[String]) -> Vec<AotOutcome> {
         self.scope
             .iter()
             .filter_map(|(n, _)| self.set.get(n))
-            .filter_map(|r| r.aot.as_ref().map(|a| (r, a)))
+            .filter_map(|r| r.aot.as_ref().map(|a| (r, with_requested(a, extra))))
             .map(|(r, aot)| {
+                let aot = &aot;
                 let start = Instant::now();
                 let mut out = AotOutcome {
                     component: r.name.clone(),
@@ -385,6 +388,39 @@ impl Session {
 
 /// Runs the `[aot]` script in `dir` (fresh) and returns its lines; every module the recipe
 /// names must have one. The output goes to `dir/aot.log`.
+/// `aot` with the modules of `extra` that it compiles only on request.
+fn with_requested(aot: &Aot, extra: &[String]) -> Aot {
+    let mut aot = aot.clone();
+    for m in extra.iter().filter(|m| aot.on_request.contains(m)) {
+        if !aot.modules.contains(m) {
+            aot.modules.push(m.clone());
+        }
+    }
+    aot
+}
+
+impl Session {
+    /// The names in `asked` that no `[aot]` recipe in scope compiles on request or always.
+    pub fn unknown_modules(&self, asked: &[String]) -> Vec<String> {
+        let known: Vec<&String> = self
+            .scope
+            .iter()
+            .filter_map(|(n, _)| self.set.get(n)?.aot.as_ref())
+            .flat_map(|a| a.modules.iter().chain(&a.on_request))
+            .collect();
+        asked.iter().filter(|m| !known.contains(m)).cloned().collect()
+    }
+
+    /// The components in scope with `[aot]` (what `warm` compiles for).
+    pub fn aot_components(&self) -> Vec<String> {
+        self.scope
+            .iter()
+            .filter(|(n, _)| self.set.get(n).is_some_and(|r| r.aot.is_some()))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
 fn run_script(
     python: &Path,
     r: &Recipe,

@@ -141,6 +141,33 @@ fn warm_cache_loads_without_a_compiler(w: &World) {
             .output()
             .unwrap()
     };
+    // A module no recipe in scope compiles: refused before anything runs, naming those known.
+    let out = kiln_bare()
+        .arg("--python")
+        .arg(&w.python)
+        .arg("--cache-dir")
+        .arg(&w.cache)
+        .arg("--recipes")
+        .arg(&recipes)
+        .args([
+            "--no-progress",
+            "install",
+            "flashinfer",
+            "--arch",
+            "12.0",
+            "--aot-module",
+            "fused_moe",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--aot-module fused_moe: no component in scope compiles it ahead of time")
+            && err.contains("flashinfer: silu_and_mul, cutlass_fused_moe"),
+        "{err}"
+    );
+
     let out = install_aot();
     let doc = stdout_json(&out);
     assert!(out.status.success(), "{doc}\n{}", text(&out.stderr));

@@ -13,7 +13,7 @@ use crate::recipe::model::{Aot, Jit};
 use crate::recipe::template::{Part, Template, Var};
 
 const RUNTIME: &[&str] = &["env"];
-const AOT: &[&str] = &["script", "env", "modules"];
+const AOT: &[&str] = &["script", "env", "modules", "on_request"];
 
 /// `[runtime] env`: environment variable name -> template.
 pub(super) fn env(cx: &mut Ctx, root: Table<'_>) -> BTreeMap<String, Template> {
@@ -36,27 +36,20 @@ pub(super) fn aot(cx: &mut Ctx, root: Table<'_>) -> Option<Aot> {
         Some(env) => checked_env(cx, env, "aot.env"),
         None => BTreeMap::new(),
     };
-    let mut modules = Vec::new();
-    for m in cx.strings(t, "modules", "aot").unwrap_or_default() {
-        let ok = !m.value.is_empty()
-            && m.value
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if ok {
-            modules.push(m.value.to_string());
-        } else {
-            cx.error(
-                m.span,
-                format!("`{}` is not a module name", m.value),
-                "letters, digits, `_`, `-` and `.` only, e.g. `silu_and_mul`",
-            );
-        }
-    }
+    let modules = module_names(cx, t, "modules");
     if modules.is_empty() && t.contains("modules") {
         cx.error(
             t.get("modules").and_then(|i| i.span()),
             "`aot.modules` must not be empty".into(),
             "name the modules to precompile, or remove [aot]",
+        );
+    }
+    let on_request = module_names(cx, t, "on_request");
+    for m in on_request.iter().filter(|m| modules.contains(m)) {
+        cx.error(
+            t.get("on_request").and_then(|i| i.span()),
+            format!("`{m}` is in both `aot.modules` and `aot.on_request`"),
+            "`modules` are always compiled; `on_request` only with `--aot-module`: keep it in one",
         );
     }
     let script = cx.required(t, "script", "aot", header)?;
@@ -68,7 +61,29 @@ pub(super) fn aot(cx: &mut Ctx, root: Table<'_>) -> Option<Aot> {
             env,
         },
         modules,
+        on_request,
     })
+}
+
+/// The module names in `aot.<key>`: letters, digits, `_`, `-` and `.`.
+fn module_names(cx: &mut Ctx, t: Table<'_>, key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in cx.strings(t, key, "aot").unwrap_or_default() {
+        let ok = !m.value.is_empty()
+            && m.value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if ok {
+            out.push(m.value.to_string());
+        } else {
+            cx.error(
+                m.span,
+                format!("`{}` is not a module name", m.value),
+                "letters, digits, `_`, `-` and `.` only, e.g. `silu_and_mul`",
+            );
+        }
+    }
+    out
 }
 
 /// A table of `NAME = "template"` whose names are environment variable names and whose

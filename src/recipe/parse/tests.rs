@@ -126,7 +126,8 @@ fn a_requirement_name_ending_in_a_dash_is_an_error_not_a_panic() {
 fn runtime_env_and_aot_are_read_with_their_templates() {
     let src = format!(
         "{GOOD}\n[runtime]\nenv = {{ ARCHS = \"{{arch.flashinfer}}\", MAX_JOBS = \"{{jobs}}\" }}\n\n\
-         [aot]\nscript = \"aot/demo.py\"\nmodules = [\"silu_and_mul\", \"norm\"]\nenv = {{ A = \"{{arch.flashinfer}}\" }}\n"
+         [aot]\nscript = \"aot/demo.py\"\nmodules = [\"silu_and_mul\", \"norm\"]\non_request = [\"cutlass_fused_moe\"]\n\
+         env = {{ A = \"{{arch.flashinfer}}\" }}\n"
     );
     let r = parse("demo.toml", &src, None).unwrap();
     let names: Vec<&String> = r.runtime_env.keys().collect();
@@ -135,6 +136,7 @@ fn runtime_env_and_aot_are_read_with_their_templates() {
     let aot = r.aot.unwrap();
     assert_eq!(aot.script.path, "aot/demo.py");
     assert_eq!(aot.modules, ["silu_and_mul", "norm"]);
+    assert_eq!(aot.on_request, ["cutlass_fused_moe"]);
     assert_eq!(aot.script.env["A"].raw(), "{arch.flashinfer}");
 }
 
@@ -142,7 +144,7 @@ fn runtime_env_and_aot_are_read_with_their_templates() {
 fn runtime_and_aot_problems_point_at_their_place() {
     let src = format!(
         "{GOOD}\n[runtime]\nenv = {{ \"BAD-NAME\" = \"x\", SRC = \"{{src}}/x\", T = \"{{arch.nope}}\", N = 3 }}\nextra = 1\n\n\
-         [aot]\nmodules = [\"ok\", \"no/slash\"]\n"
+         [aot]\nmodules = [\"ok\", \"no/slash\"]\non_request = [\"ok\"]\n"
     );
     let errs = parse("demo.toml", &src, None).unwrap_err().diags;
     let msgs: Vec<&str> = errs.iter().map(|d| d.message.as_str()).collect();
@@ -155,6 +157,7 @@ fn runtime_and_aot_problems_point_at_their_place() {
             "`BAD-NAME` is not an environment variable name",
             "`{src}` exists only while a wheel builds, not when runtime.env is read",
             "`no/slash` is not a module name",
+            "`ok` is in both `aot.modules` and `aot.on_request`",
             "missing key `aot.script`",
         ]
     );
