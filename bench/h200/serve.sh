@@ -19,7 +19,8 @@
 #                                         incompatible llguidance versions)
 #   bench/h200/serve.sh start ENGINE ARGS the same install, detached, with more kiln arguments
 #                                         (`--aot-module cutlass_fused_moe`: longer than a call)
-#   bench/h200/serve.sh wait ENGINE [SECS] until it is done: its log, the AOT compile's progress
+#   bench/h200/serve.sh aot ENGINE [ARGS]  flashinfer's fused MoE AOT module there, detached
+#   bench/h200/serve.sh wait ENGINE|aot [SECS]  until it is done: its log, the AOT compile's progress
 #   bench/h200/serve.sh doctor ENGINE ARCH
 #   bench/h200/serve.sh diagnose ENGINE   where the serving proof did not pass: run it by hand
 #   bench/h200/serve.sh relock            kiln lock of the SGLang environment, then
@@ -83,6 +84,17 @@ copy_env() { # a copy of the machine's torch environment as it came (hard links 
   sed -i "s|$TORCH_ENV|$to|g" "$to/bin/activate" "$to/pyvenv.cfg" 2>/dev/null
 }
 
+detached() { # run-dir python kiln-args...: kiln in its own session, logging to run-dir/install.log
+  local run=$1 py=$2
+  shift 2
+  mkdir -p "$run" && cd "$run" && rm -f done
+  printf '%s\n' "kiln $*" > install.log
+  setsid nohup bash -c 's=$(date +%s%N); "$@" >> install.log 2>&1; rc=$?
+    ms=$((($(date +%s%N) - s) / 1000000)); printf "   (%d.%03d s, exit %d)\n" $((ms / 1000)) $((ms % 1000)) $rc >> install.log; touch done' \
+    _ /tmp/kiln --python "$py" --cache-dir "$CACHE" --no-progress "$@" < /dev/null > /dev/null 2>&1 &
+  echo "started: $(cat install.log)"
+}
+
 diagnose() { # python engine: where the serving proof did not pass, its whole output and kiln's logs
   local py=$1 engine=$2
   grep -q '"served"' "/tmp/doctor-$engine-9.0.json" && return 0
@@ -117,25 +129,29 @@ start)
   # `--aot-module cutlass_fused_moe`: then `serve.sh wait ENGINE` until it is done.
   engine=$2 py="$(env_of "$2")/bin/python3"
   shift 2
-  run=/tmp/$engine-run
-  mkdir -p "$run" && cd "$run" && rm -f done
   first=$(ls "$PARTS/$engine".tar.*-of-* | sort -V | head -1)
-  printf '%s\n' "kiln install --bundle $first $*" > install.log
-  setsid nohup bash -c 's=$(date +%s%N); "$@" >> install.log 2>&1; rc=$?
-    ms=$((($(date +%s%N) - s) / 1000000)); printf "   (%d.%03d s, exit %d)\n" $((ms / 1000)) $((ms % 1000)) $rc >> install.log; touch done' \
-    _ /tmp/kiln --python "$py" --cache-dir "$CACHE" --no-progress install --bundle "$first" "$@" < /dev/null > /dev/null 2>&1 &
-  echo "started: $(cat install.log)"
+  detached "/tmp/$engine-run" "$py" install --bundle "$first" "$@"
+  ;;
+aot)
+  # flashinfer's on-request AOT module in ENGINE's environment, detached: `kiln install flashinfer
+  # --offline --aot-module cutlass_fused_moe ARGS` (nothing to install; the modules compile); then
+  # `serve.sh wait aot`.
+  py="$(env_of "$2")/bin/python3"
+  shift 2
+  detached /tmp/aot-run "$py" install flashinfer --offline --aot-module cutlass_fused_moe "$@"
   ;;
 wait)
-  # Until the detached install is done, or SECS (default 560) have passed: its log so far, and
-  # how far the AOT compile is (objects written in kiln's work directory).
-  engine=$2 run=/tmp/$engine-run
+  # Until the detached run (`start ENGINE` or `aot`) is done, or SECS (default 560) have passed:
+  # its log so far, and how far an AOT compile is (objects in kiln's work directory).
+  name=$2 run=/tmp/$2-run
   for _ in $(seq "${3:-560}"); do [ -f "$run/done" ] && break; sleep 1; done
   [ -f "$run/done" ] && echo "done" || echo "still running"
-  echo "objects compiled so far: $(find "$CACHE/work" -name '*.o' 2>/dev/null | wc -l)"
-  cp "$run/install.log" "$OUT/install-$engine.log"
+  for d in $(find "$CACHE/work" -type d -path '*cached_ops/*' -prune 2>/dev/null); do
+    echo "objects in $d: $(find "$d" -name '*.o' | wc -l)"
+  done
+  cp "$run/install.log" "$OUT/install-$name.log"
   tail -60 "$run/install.log"
-  [ -f "$run/kiln.lock" ] && cp "$run/kiln.lock" "$OUT/kiln-$engine.lock"
+  [ -f "$run/kiln.lock" ] && cp "$run/kiln.lock" "$OUT/kiln-$name.lock"
   ;;
 doctor)
   engine=$2 py="$(env_of "$2")/bin/python3"
@@ -156,7 +172,7 @@ relock)
     <("$FRESH_ENV/bin/python3" -m pip list --format=freeze 2>/dev/null) && echo "same distributions and versions"
   ;;
 *)
-  echo "usage: $0 carry | install ENGINE | start ENGINE [ARGS] | wait ENGINE [SECS] | doctor ENGINE ARCH | diagnose ENGINE | relock" >&2
+  echo "usage: $0 carry | install ENGINE | start ENGINE [ARGS] | aot ENGINE [ARGS] | wait ENGINE|aot [SECS] | doctor ENGINE ARCH | diagnose ENGINE | relock" >&2
   exit 2
   ;;
 esac
