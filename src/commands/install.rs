@@ -3,7 +3,10 @@
 //! verdict: driver, binaries, companions, JIT proofs unless `--no-jit-proof`) and end with that
 //! verdict, exit 1 when it is not ok; with
 //! `--locked`, pinned to a lockfile and checked against it afterwards; with `--bundle`, from a
-//! bundle, offline. Only argument handling and reporting: choosing, building and comparing live
+//! bundle, offline. With `--aot` (or `--aot-module`) the `[aot]` modules are compiled and
+//! installed after the steps and before that verdict's proofs, so a serving proof finds them;
+//! a failed AOT compile fails the run but does not stop the verdict. Only argument handling and
+//! reporting: choosing, building and comparing live
 //! in `session`, `resolve`, `build` and `lock`.
 
 use std::cell::RefCell;

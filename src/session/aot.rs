@@ -1,4 +1,5 @@
-//! `kiln install --aot`: the JIT modules a serving process would compile at its first request,
+//! `kiln install --aot`: the JIT modules a serving process would compile at its first request
+//! (the recipe's `[aot] modules`, plus those of `[aot] on_request` that `--aot-module` names),
 //! compiled now for the target archs and installed where the component loads a precompiled
 //! module as it is, without a compiler (for flashinfer, `<package>/data/aot/<name>/<name>.so`;
 //! the recipe's `[aot]` script names the place, see `recipes/aot/flashinfer.py`).
