@@ -2,7 +2,9 @@
 # this GPU. Nothing is downloaded: a tokenizer and two tiny random-weight models are written on
 # the spot in the Hugging Face layout the engines load (config.json, model.safetensors,
 # tokenizer.json), one dense (LlamaForCausalLM) and one mixture-of-experts
-# (MixtralForCausalLM, through the engine's default MoE backend). Each is started with the
+# (MixtralForCausalLM, through the engine's default MoE backend, save one whose kernels would
+# first compile for far longer than the proof may run: then the proof says which it left out and
+# why, in `left_out`). Each is started with the
 # engine's own entry point (SGLang `Engine`, vLLM `LLM`), asked for greedy completions, and
 # timed; the backends the engine chose are read from the engine itself.
 #
@@ -298,6 +300,9 @@ def serve_vllm(root):
     runs = []
     for moe in (False, True):
         env = dict(os.environ, KILN_SERVE_VLLM_MODEL=model_dir(root, moe), KILN_SERVE_MOE="1" if moe else "")
+        left_out = flashinfer_moe_left_out() if moe and "VLLM_USE_FLASHINFER_MOE_FP16" not in os.environ else []
+        if left_out:
+            env["VLLM_USE_FLASHINFER_MOE_FP16"] = "0"
         log = os.path.join(root, ("moe" if moe else "dense") + ".log")
         code = run_child([sys.executable, "-I", "-B", os.path.abspath(__file__)], env, log)
         with open(log, errors="replace") as f:
@@ -307,8 +312,49 @@ def serve_vllm(root):
         lines = [l for l in text.splitlines() if l.startswith(RUN_PREFIX)]
         if code != 0 or not lines:
             sys.exit(f"vllm: {describe(moe)} exited {code} without serving (its output is above)")
-        runs.append(json.loads(lines[-1][len(RUN_PREFIX) :]))
+        r = json.loads(lines[-1][len(RUN_PREFIX) :])
+        if left_out:
+            r["left_out"] = left_out
+        runs.append(r)
     return f"vllm {vllm.__version__}", runs
+
+
+# flashinfer's fused MoE JIT module per compute capability, as flashinfer names it
+# (flashinfer/fused_moe/core.py:205-217 and :763, flashinfer/jit/fused_moe.py:161, 0.6.8.post1).
+FUSED_MOE_MODULE = {120: "120", 121: "120", 103: "103", 100: "100", 110: "100", 90: "90", 89: "89"}
+
+
+def flashinfer_moe_left_out():
+    """FlashInfer's MoE backends to leave out of vLLM's choice, as typed records: vLLM 0.20.0 puts
+    FlashInfer CUTLASS first for unquantized MoE where flashinfer is installed
+    (vllm/model_executor/layers/fused_moe/oracle/unquantized.py:63-71), and its kernels are
+    flashinfer's JIT module fused_moe_<sm>, compiled at first use (flashinfer/fused_moe/core.py:213):
+    181 CUDA sources for sm_90, 34 of them compiled after 450 s of 15 nvcc on the H200. Where that
+    module is neither ahead-of-time compiled nor in flashinfer's JIT cache (the paths of
+    flashinfer/jit/core.py:237-261), the proof serves with VLLM_USE_FLASHINFER_MOE_FP16=0
+    (oracle/unquantized.py:229-234) and says so; where it is compiled, vLLM chooses as it would."""
+    try:
+        import torch
+        from flashinfer.jit import env as jit_env
+    except Exception:
+        return []
+    major, minor = torch.cuda.get_device_capability()
+    arch = FUSED_MOE_MODULE.get(major * 10 + minor)
+    if arch is None:
+        return []
+    name = f"fused_moe_{arch}"
+    so = [jit_env.FLASHINFER_AOT_DIR / name / f"{name}.so", jit_env.FLASHINFER_JIT_DIR / name / f"{name}.so"]
+    if any(p.exists() for p in so):
+        return []
+    return [
+        {
+            "backend": "FlashInfer CUTLASS",
+            "kind": "jit-module-not-compiled",
+            "module": name,
+            "env": "VLLM_USE_FLASHINFER_MOE_FP16=0",
+            "looked_in": [str(p) for p in so],
+        }
+    ]
 
 
 def serve_vllm_one(d, moe):

@@ -71,6 +71,36 @@ pub struct ServedRun {
     /// Seconds from creating the engine to its being ready.
     #[serde(default)]
     pub start_seconds: f64,
+    /// Backends the proof kept the engine from choosing, and why (empty: it chose freely).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
+}
+
+/// A backend a serving proof left out of the engine's choice: vLLM's FlashInfer CUTLASS MoE
+/// where flashinfer's fused MoE JIT module is not compiled (its first use would compile it, for
+/// longer than the proof may run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The backend as the engine names it (`FlashInfer CUTLASS`).
+    pub backend: String,
+    pub kind: LeftOutKind,
+    /// The module it needs (`fused_moe_90`).
+    #[serde(default)]
+    pub module: String,
+    /// The setting the proof served with instead (`VLLM_USE_FLASHINFER_MOE_FP16=0`).
+    #[serde(default)]
+    pub env: String,
+    /// Where the module was looked for.
+    #[serde(default)]
+    pub looked_in: Vec<String>,
+}
+
+/// Why a backend was left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeftOutKind {
+    /// Its JIT module is neither compiled ahead of time nor in the JIT cache.
+    JitModuleNotCompiled,
 }
 
 /// What one smoke test did.
@@ -198,6 +228,21 @@ mod tests {
         assert_eq!(s.runs[0].tokens, 64);
         assert_eq!(s.runs[0].backends["attention"], "fa3");
         assert_eq!(served(&line(0)).unwrap_err(), "dense generated no tokens");
+        assert!(s.runs[0].left_out.is_empty());
+        let with_left_out = line(64).replace(
+            "\"backends\":{",
+            "\"left_out\":[{\"backend\":\"FlashInfer CUTLASS\",\"kind\":\"jit-module-not-compiled\",\"module\":\"fused_moe_90\",\"env\":\"VLLM_USE_FLASHINFER_MOE_FP16=0\"}],\"backends\":{",
+        );
+        let l = &served(&with_left_out).unwrap().runs[0].left_out[0];
+        assert_eq!(
+            (l.kind, l.module.as_str()),
+            (LeftOutKind::JitModuleNotCompiled, "fused_moe_90")
+        );
+        assert!(
+            served(&with_left_out.replace("jit-module-not-compiled", "because"))
+                .unwrap_err()
+                .contains("unknown variant `because`")
+        );
         assert!(
             served("all fine\n")
                 .unwrap_err()

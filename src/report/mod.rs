@@ -20,6 +20,7 @@ pub mod reason;
 mod reason_notes;
 pub mod recipe_draft;
 pub mod recipes;
+mod served_proof;
 pub mod serving;
 pub mod timings;
 pub mod toolkit_parts;

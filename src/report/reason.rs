@@ -274,7 +274,7 @@ pub fn text(r: &Reason) -> String {
             archs,
             seconds,
             served,
-        } => served_text(script, archs, *seconds, served),
+        } => super::served_proof::served_text(script, archs, *seconds, served),
         ServeFailed { script, error } => format!("serving proof {script} failed: {}", error.as_deref().unwrap_or("?")),
         ServeNotRun { script } => {
             format!("serving proof {script} not run: no GPU of a target arch here (not proven, not failed)")
@@ -461,36 +461,3 @@ pub fn text(r: &Reason) -> String {
 #[cfg(test)]
 #[path = "reason_tests.rs"]
 mod tests;
-
-/// A serving proof in words: per model, the tokens, the rate and the backends the engine chose.
-fn served_text(script: &str, archs: &[crate::arch::Arch], seconds: f64, s: &crate::probe::smoke::Served) -> String {
-    let runs: Vec<String> = s
-        .runs
-        .iter()
-        .map(|r| {
-            let backends: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            format!(
-                "{}: {} tokens at {:.1} tokens/s{}",
-                r.model,
-                r.tokens,
-                r.tokens_per_s,
-                if backends.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", backends.join(", "))
-                }
-            )
-        })
-        .collect();
-    format!(
-        "serving proof {script}: {} served on {}{} — {} ({seconds:.1} s)",
-        s.engine,
-        join(archs, ", "),
-        if s.gpu.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", s.gpu)
-        },
-        runs.join("; ")
-    )
-}
