@@ -138,6 +138,7 @@ impl Global {
             limit: self.limit,
             compile_cache: self.compile_cache.clone(),
             needs: self.need.clone(),
+            watch: crate::watch::Watch::default(),
         })
     }
 }

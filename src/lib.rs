@@ -28,7 +28,7 @@
 //!   [`process`] is the one subprocess wrapper; [`compile_cache`] drives sccache with a shared
 //!   backend so a fleet compiles each translation unit once; [`store`] writes kiln's state files
 //!   atomically and checks a wheel against what its cache key says it is; [`shown`] escapes
-//!   names from outside in messages.
+//!   names from outside in messages; [`watch`] carries what long work reports to whoever shows it.
 //! * [`settings`] is what the command line decides, typed once ([`cli`] builds it); [`session`]
 //!   is the pipeline as plain data (probe, assess, solve, plan, execute) for the commands.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
@@ -55,3 +55,4 @@ pub mod settings;
 pub mod shown;
 pub mod state;
 pub mod store;
+pub mod watch;

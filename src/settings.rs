@@ -65,6 +65,9 @@ pub struct Settings {
     /// `--need` (`KILN_NEED`): backends the user needs, as written (`--quantization=fp_quant`,
     /// `fp_quant`); the session checks them against the recipes.
     pub needs: Vec<String>,
+    /// Where long work (proofs, AOT compiles) reports that it started and finished; the
+    /// command layer sets it (`report::progress::watcher`), and by default nobody watches.
+    pub watch: crate::watch::Watch,
 }
 
 impl Settings {
@@ -92,6 +95,7 @@ impl Settings {
             limit: None,
             compile_cache: None,
             needs: Vec::new(),
+            watch: crate::watch::Watch::default(),
         }
     }
 }

@@ -12,9 +12,16 @@ use super::{Context, Phase, Reporter, run_stamp, source};
 use crate::resolve::Step;
 use crate::resolve::wheel_choice::Offered;
 
-/// The wheel at `url` in the cache, downloaded and checked against `sha256` first if needed.
-pub fn fetch(url: &str, sha256: &str, cache: &Path, offline: bool) -> Result<PathBuf, source::SourceError> {
-    source::cached_download(url, sha256, cache, offline, &mut |_, _| {})
+/// The wheel at `url` in the cache, downloaded and checked against `sha256` first if needed;
+/// `progress` hears the bytes of a download (`done`, `total` when announced).
+pub fn fetch(
+    url: &str,
+    sha256: &str,
+    cache: &Path,
+    offline: bool,
+    progress: &mut dyn FnMut(u64, Option<u64>),
+) -> Result<PathBuf, source::SourceError> {
+    source::cached_download(url, sha256, cache, offline, progress)
 }
 
 /// The chosen wheel of `step`, ready to install (from the cache; fetched again if it was

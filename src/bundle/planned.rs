@@ -129,7 +129,7 @@ pub fn fetch_sources(
         let source = r.source_of(Some(c.public_version()));
         let got = match (c.source.split_once(':'), source) {
             (Some(("wheel", sha)), _) => match &c.wheel_url {
-                Some(url) => prebuilt::fetch(url, sha, cache, offline).map(|_| ()),
+                Some(url) => prebuilt::fetch(url, sha, cache, offline, &mut |_, _| {}).map(|_| ()),
                 None => Ok(()),
             },
             (Some(("sha256", sha)), Some(Source::Sdist { url, .. })) => {

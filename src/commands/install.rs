@@ -203,6 +203,7 @@ fn carry_out(
                 report::install::done(outcomes, logs, &not_ok);
             }
             report::install::jit(&jit, settings.quiet);
+            report::install::served(&after.assessments, &changed, settings.quiet);
             report::install::verdict(&not_ok);
         }
         let ok = not_ok.is_empty()

@@ -52,7 +52,8 @@ pub fn run(cli: Cli) -> ExitCode {
     crate::process::group::on_interrupt();
     crate::process::group::become_subreaper();
     let result = match cli.global.settings() {
-        Ok(s) => {
+        Ok(mut s) => {
+            s.watch = report::watcher::watcher(&s);
             // Every command but `cache clean` says it uses the cache while it runs, so that a
             // clean leaves what it holds alone.
             let cleans = matches!(&cli.command, Command::Cache(c) if c.action.is_some());

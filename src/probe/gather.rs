@@ -26,6 +26,7 @@ use super::python::{self, Dist, ImportResult, ProbeError, PythonFacts, TorchFact
 use super::side_by_side::{self, groups};
 use super::smoke::{self, Script};
 use super::stamp::{self, Graph, Infos};
+use crate::watch::Task as Watched;
 
 /// One component as the probe sees it.
 #[derive(Debug, Clone)]
@@ -77,6 +78,8 @@ pub struct Request<'a> {
     pub refresh: bool,
     /// Where smoke scripts are written and run.
     pub smoke_scratch: &'a Path,
+    /// Told when each smoke test or serving proof starts and ends.
+    pub watch: &'a crate::watch::Watch,
 }
 
 enum Task<'a> {
@@ -313,7 +316,14 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
             text: &s.text,
             serve: s.serve,
         };
+        let kind = if s.serve {
+            Watched::ServingProof
+        } else {
+            Watched::SmokeTest
+        };
+        let task = req.watch.start(kind, &u.name, s.path.clone());
         let result = smoke::run(req.python, &script, req.smoke_scratch, req.per_import);
+        task.finish(result.ok);
         sources.smoke.insert(u.name.clone(), fresh);
         smoke.insert(u.name.clone(), result.clone());
         e.smoke = Some(SmokeEntry {
@@ -370,8 +380,30 @@ fn run(req: &Request, tasks: &[Task], n: usize, sources: &mut Sources) -> Result
             Task::Binaries(_, d) => Done::Binaries(binaries::scan(d)),
         })
     };
-    let answers = side_by_side::run_all(tasks, n, one);
-    answers.into_iter().collect()
+    let what = probe_detail(tasks, n);
+    let total = tasks.iter().filter(|t| !matches!(t, Task::Listing)).count() as u64;
+    let watched = (total > 0).then(|| {
+        std::sync::Mutex::new((
+            req.watch.start(Watched::Probe, &req.python.display().to_string(), what),
+            0,
+        ))
+    });
+    let answers = side_by_side::run_all(tasks, n, |t| {
+        let done = one(t);
+        if matches!(t, Task::Listing) {
+            return done;
+        }
+        if let Some((task, count)) = watched.as_ref().and_then(|w| w.lock().ok()).as_deref_mut() {
+            *count += 1;
+            task.progress(*count, Some(total));
+        }
+        done
+    });
+    let answers: Result<Vec<Done>, ProbeError> = answers.into_iter().collect();
+    if let Some(w) = watched.and_then(|w| w.into_inner().ok()) {
+        w.0.finish(answers.is_ok());
+    }
+    answers
 }
 
 /// Unit `u`'s part of what an interpreter answered, having tried `order`: its imports, the
@@ -397,4 +429,26 @@ fn answer(u: &Unit, order: &[String], f: &PythonFacts, wall: Option<f64>) -> Ans
         torch: f.torch.clone().filter(|_| torch_is_its),
         files: files.into_iter().map(str::to_string).collect(),
     }
+}
+
+/// What a probe's tasks do, for whoever watches: `2 interpreters trying imports, the CUDA
+/// binaries of 5 distributions read, 2 side by side`.
+fn probe_detail(tasks: &[Task], n: usize) -> String {
+    let plural = |k: usize| if k == 1 { "" } else { "s" };
+    let interpreters = tasks.iter().filter(|t| matches!(t, Task::Imports(_))).count();
+    let dists = tasks.iter().filter(|t| matches!(t, Task::Binaries(..))).count();
+    let mut parts = Vec::new();
+    if interpreters > 0 {
+        parts.push(format!(
+            "{interpreters} interpreter{} trying imports",
+            plural(interpreters)
+        ));
+    }
+    if dists > 0 {
+        parts.push(format!(
+            "the CUDA binaries of {dists} distribution{} read",
+            plural(dists)
+        ));
+    }
+    format!("{}, {n} side by side", parts.join(", "))
 }

@@ -229,6 +229,21 @@ pub fn verdict(not_ok: &[&Assessment]) {
     }
 }
 
+/// The serving proofs that passed for the components the install changed (`changed`): the engine
+/// generated tokens on this GPU; what it measured, the backends it chose and those left out.
+pub fn served(components: &[Assessment], changed: &[&str], quiet: bool) {
+    if quiet {
+        return;
+    }
+    for a in components.iter().filter(|a| changed.contains(&a.name.as_str())) {
+        for r in &a.reasons {
+            if matches!(r, crate::resolve::reason::Reason::Served { .. }) {
+                println!("serve     {}: {}", a.name, super::reason::text(r));
+            }
+        }
+    }
+}
+
 /// Before the JIT proofs after an install (they compile, so they take a while).
 pub fn proving(names: &[&str], archs: &[crate::arch::Arch]) {
     let archs: Vec<String> = archs.iter().map(|a| a.to_string()).collect();

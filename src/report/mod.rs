@@ -25,6 +25,7 @@ pub mod serving;
 pub mod timings;
 pub mod toolkit_parts;
 pub mod verify;
+pub mod watcher;
 
 use serde::Serialize;
 

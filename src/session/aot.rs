@@ -105,10 +105,9 @@ struct Line {
 }
 
 impl Session {
-    /// Compiles (or takes from the cache) and installs the `[aot]` modules of every component
-    /// in scope that has them.
-    /// `extra` names modules a recipe compiles only when asked (`[aot] on_request`); each is
-    /// added to the recipes that know it (`unknown_modules` says which no recipe in scope knows).
+    /// Compiles (or takes from the cache) and installs the `[aot]` modules of every component in
+    /// scope that has them, and the modules `extra` names that a recipe compiles only when asked
+    /// (`[aot] on_request`; `unknown_modules` says which no recipe in scope knows).
     pub fn warm(&self, settings: &Settings, extra: &[String]) -> Vec<AotOutcome> {
         self.scope
             .iter()
@@ -229,12 +228,14 @@ impl Session {
                 };
                 env.push(("CUDA_HOME".into(), home.clone()));
                 let path = std::env::var("PATH").unwrap_or_default();
-                env.push((
-                    "PATH".into(),
-                    format!("{}:{path}", Path::new(home).join("bin").display()),
-                ));
+                let bin = Path::new(home).join("bin");
+                env.push(("PATH".into(), format!("{}:{path}", bin.display())));
                 env.push(("KILN_TARGET_ARCHS".into(), archs.join(" ")));
-                let lines = run_script(&self.python, r, aot, &env, &scratch.join("compile"), false)?;
+                let what = format!("{} for {}", aot.modules.join(", "), archs.join(", "));
+                let task = settings.watch.start(crate::watch::Task::Aot, &r.name, what);
+                let lines = run_script(&self.python, r, aot, &env, &scratch.join("compile"), false);
+                task.finish(lines.is_ok());
+                let lines = lines?;
                 let mut files = Vec::new();
                 let mut modules = Vec::new();
                 for l in lines {

@@ -66,6 +66,7 @@ pub(super) fn gather(
         side_by_side: side_by_side(machine),
         refresh: settings.refresh,
         smoke_scratch: &scratch,
+        watch: &settings.watch,
     };
     let (probed, sources) = gather::gather(&request).map_err(|e| SessionError::Probe(e.to_string()))?;
     Ok(Found {

@@ -251,7 +251,13 @@ fn prove_one(
         text: &jit.text,
         serve: false,
     };
+    let task = settings.watch.start(
+        crate::watch::Task::JitProof,
+        &r.name,
+        format!("for {}", list.join(", ")),
+    );
     let proof = jit::run(python, &script, &env, &dir.join(&key), LIMIT);
+    task.finish(proof.ok);
     let outcome = JitOutcome::Ran(proof);
     if let JitOutcome::Ran(p) = &outcome
         && p.ok

@@ -17,6 +17,7 @@ use crate::resolve::status::Status;
 use crate::resolve::wheel_choice::{self, Context, WheelDecision};
 use crate::resolve::{Assessment, Reason, provable};
 use crate::settings::Settings;
+use crate::watch::Task;
 
 /// What fetching and reading each wheel gave (by sha256), with the seconds each took.
 pub(super) type WheelMemo = BTreeMap<String, (Result<WheelFacts, String>, f64, f64)>;
@@ -94,12 +95,23 @@ impl Session {
                             .entry(w.sha256.clone())
                             .or_insert_with(|| {
                                 let started = Instant::now();
+                                // Shown only once bytes flow: a wheel in the cache is no wait.
+                                let mut task = None;
                                 let cached = crate::build::prebuilt::fetch(
                                     &w.url,
                                     &w.sha256,
                                     &settings.cache_dir,
                                     settings.offline,
+                                    &mut |done, total| {
+                                        task.get_or_insert_with(|| {
+                                            settings.watch.start(Task::Download, &r.name, w.file.clone())
+                                        })
+                                        .progress(done, total)
+                                    },
                                 );
+                                if let Some(t) = task {
+                                    t.finish(cached.is_ok());
+                                }
                                 let fetch_seconds = started.elapsed().as_secs_f64();
                                 let read = Instant::now();
                                 let facts = cached.map_err(|e| e.to_string()).and_then(|p| {

@@ -119,6 +119,21 @@ fn a_bundle_planned_for_another_node_installs_there_offline_and_writes_the_prove
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
     let doc = stdout_json(&out);
     assert!(doc["planned_for"].is_string(), "{doc}");
+    // The plan judged the offered wheel after downloading it, and `--json` told that wait as
+    // events on stderr: started, bytes so far, finished.
+    let events: Vec<serde_json::Value> = text(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["task"] == "download" && e["subject"] == "fixture-jinja")
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"started"), "{}", text(&out.stderr));
+    assert_eq!(events[0]["detail"], "jinja2-3.1.6-py3-none-any.whl");
+    assert!(kinds.contains(&"progress"), "{kinds:?}");
+    assert_eq!(
+        (kinds.last(), &events.last().unwrap()["ok"]),
+        (Some(&"finished"), &true.into())
+    );
     let entries = bundle_entries(&doc);
     assert!(
         entries

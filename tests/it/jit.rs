@@ -26,6 +26,7 @@ const SCRIPT: &str = r#"import json, os, subprocess, time
 work = os.environ["KILN_JIT_DIR"]
 with open(os.environ["KILN_TEST_JIT_RUNS"], "a") as f:
     f.write("run\n")
+time.sleep(float(os.environ.get("KILN_TEST_JIT_SLEEP", "0")))
 for arch in os.environ["KILN_TARGET_ARCHS"].split():
     sm = "sm_" + arch.replace(".", "")
     out = os.path.join(work, f"axpy.{sm}.cubin")
@@ -75,6 +76,21 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
     );
     let runs_count = || std::fs::read_to_string(&runs).unwrap().lines().count();
     assert_eq!(runs_count(), 1, "install ran the proof once");
+    // While it compiled, `--json` told its start and its end as events on stderr.
+    let events: Vec<serde_json::Value> = text(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["task"] == "jit-proof")
+        .collect();
+    assert_eq!(events.len(), 2, "{}", text(&out.stderr));
+    assert_eq!(
+        (&events[0]["event"], &events[0]["subject"], &events[0]["detail"]),
+        (&"started".into(), &"fixture-jit".into(), &"for 12.0".into())
+    );
+    assert_eq!(
+        (&events[1]["event"], &events[1]["ok"]),
+        (&"finished".into(), &true.into())
+    );
 
     // Proven for 12.0: the kernel compiled and the image read back is sm_120; doctor takes the
     // proof install made from the cache.
@@ -98,12 +114,18 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
     let compiled = runs_count();
     assert_eq!(compiled, 1, "doctor reuses the proof install made");
 
-    // Asked again: the proof comes from the cache; nothing compiles.
-    let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0", "--refresh"])
+    // Asked again: the proof comes from the cache; nothing compiles. With --refresh it
+    // compiles again, and a wait of more than 2 s shows (plain lines on stderr when it is not a
+    // terminal).
+    let out = kiln(&["doctor", "fixture-jit", "--arch", "12.0", "--refresh"])
         .env("CUDA_HOME", cuda_home)
+        .env("KILN_TEST_JIT_SLEEP", "3")
         .output()
         .unwrap();
-    assert_eq!(component(&stdout_json(&out), "fixture-jit")["status"], "ok");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("kiln: JIT proof fixture-jit for 12.0\n"), "{err}");
+    assert!(err.contains("kiln: done JIT proof fixture-jit ("), "{err}");
     let after = std::fs::read_to_string(&runs).unwrap().lines().count();
     assert_eq!(after, compiled + 1, "--refresh proves again");
     let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "12.0"])
@@ -116,6 +138,7 @@ fn a_jit_component_is_ok_only_once_a_kernel_compiled_for_the_arch_and_was_read_b
         after,
         "a cached proof compiles nothing"
     );
+    assert!(!text(&out.stderr).contains("JIT proof"), "nothing ran, nothing shown");
 
     // Another arch is another proof.
     let out = kiln(&["doctor", "--json", "fixture-jit", "--arch", "9.0"])

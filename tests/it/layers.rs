@@ -32,6 +32,7 @@ const RANKS: &[(&str, u32)] = &[
     ("download", 0),
     ("state", 0),
     ("shown", 0),
+    ("watch", 0),
 ];
 
 const MAX_LINES: usize = 500;

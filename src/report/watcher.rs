@@ -1,0 +1,185 @@
+//! How long work shows while it runs (the [`crate::watch`] events of the probe, the proofs, AOT
+//! compiles and plan-time downloads): a spinner or bar per task on a terminal, and otherwise (CI
+//! logs, `--no-progress`) a line once a task has run for [`SHOW_AFTER`] and one when it ends;
+//! one JSON object per event on stderr under `--json` (stdout keeps the report); nothing under
+//! `--quiet`. A task shorter than [`SHOW_AFTER`] leaves no line.
+//!
+//! It owns only that drawing; what the tasks are and when they run is the caller's.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::build::memory::human;
+use crate::settings::Settings;
+use crate::watch::{Event, Task, Watch};
+
+/// The watch the settings ask for.
+pub fn watcher(settings: &Settings) -> Watch {
+    if settings.quiet {
+        return Watch::default();
+    }
+    if settings.json {
+        return Watch::new(|e| {
+            if let Ok(line) = serde_json::to_string(e) {
+                eprintln!("{line}");
+            }
+        });
+    }
+    if settings.progress && std::io::stderr().is_terminal() {
+        let bars: Mutex<BTreeMap<String, ProgressBar>> = Mutex::new(BTreeMap::new());
+        return Watch::new(move |e| spinner(&bars, e));
+    }
+    let shown: Arc<Mutex<BTreeMap<String, bool>>> = Arc::default();
+    Watch::new(move |e| plain(&shown, e))
+}
+
+/// A task shorter than this shows nothing but a spinner: its lines would be noise.
+pub const SHOW_AFTER: Duration = Duration::from_secs(2);
+
+fn key(task: Task, subject: &str) -> String {
+    format!("{}/{subject}", task.as_str())
+}
+
+/// Plain lines: a task's start once it has run for [`SHOW_AFTER`], and then its end.
+fn plain(shown: &Arc<Mutex<BTreeMap<String, bool>>>, e: &Event) {
+    match e {
+        Event::Started { task, subject, .. } => {
+            let k = key(*task, subject);
+            if let Ok(mut m) = shown.lock() {
+                m.insert(k.clone(), false);
+            }
+            let (shown, text) = (shown.clone(), line(e));
+            std::thread::spawn(move || {
+                std::thread::sleep(SHOW_AFTER);
+                if let Ok(mut m) = shown.lock()
+                    && let Some(printed @ false) = m.get_mut(&k)
+                {
+                    *printed = true;
+                    eprintln!("{text}");
+                }
+            });
+        }
+        Event::Progress { .. } => {}
+        Event::Finished { task, subject, .. } => {
+            let printed = shown.lock().ok().and_then(|mut m| m.remove(&key(*task, subject)));
+            if printed == Some(true) {
+                eprintln!("{}", line(e));
+            }
+        }
+    }
+}
+
+/// The plain line for an event: `kiln: JIT proof flashinfer for 9.0`, `kiln: done JIT proof
+/// flashinfer (8.0 s)`, `kiln: JIT proof flashinfer failed (8.0 s)`.
+pub fn line(e: &Event) -> String {
+    match e {
+        Event::Started { task, subject, detail } => {
+            let detail = if detail.is_empty() {
+                String::new()
+            } else {
+                format!(" {detail}")
+            };
+            format!("kiln: {} {subject}{detail}", task.as_str())
+        }
+        Event::Progress {
+            task,
+            subject,
+            done,
+            total,
+        } => {
+            let of = total.map(|t| format!(" of {}", human(t))).unwrap_or_default();
+            format!("kiln: {} {subject}: {}{of}", task.as_str(), human(*done))
+        }
+        Event::Finished {
+            task,
+            subject,
+            seconds,
+            ok: true,
+        } => format!("kiln: done {} {subject} ({seconds:.1} s)", task.as_str()),
+        Event::Finished {
+            task, subject, seconds, ..
+        } => format!("kiln: {} {subject} failed ({seconds:.1} s)", task.as_str()),
+    }
+}
+
+fn spinner(bars: &Mutex<BTreeMap<String, ProgressBar>>, e: &Event) {
+    let Ok(mut bars) = bars.lock() else { return };
+    match e {
+        Event::Started { task, subject, .. } => {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.set_message(line(e).trim_start_matches("kiln: ").to_string());
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bars.insert(key(*task, subject), bar);
+        }
+        Event::Progress {
+            task,
+            subject,
+            done,
+            total,
+        } => {
+            if let Some(bar) = bars.get(&key(*task, subject)) {
+                if let Some(t) = total
+                    && bar.length() != Some(*t)
+                {
+                    bar.set_length(*t);
+                    let template = match task {
+                        Task::Download => "{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})",
+                        _ => "{msg} [{bar:30}] {pos}/{len} [{elapsed}]",
+                    };
+                    bar.set_style(
+                        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                }
+                bar.set_position(*done);
+            }
+        }
+        Event::Finished {
+            task, subject, seconds, ..
+        } => {
+            if let Some(bar) = bars.remove(&key(*task, subject)) {
+                bar.finish_and_clear();
+            }
+            if *seconds >= SHOW_AFTER.as_secs_f64() {
+                eprintln!("{}", line(e));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_event_reads_as_one_line_naming_the_task_and_its_component() {
+        let started = Event::Started {
+            task: Task::ServingProof,
+            subject: "vllm".into(),
+            detail: "on 9.0".into(),
+        };
+        assert_eq!(line(&started), "kiln: serving proof vllm on 9.0");
+        let done = |ok| Event::Finished {
+            task: Task::JitProof,
+            subject: "flashinfer".into(),
+            seconds: 8.04,
+            ok,
+        };
+        assert_eq!(line(&done(true)), "kiln: done JIT proof flashinfer (8.0 s)");
+        assert_eq!(line(&done(false)), "kiln: JIT proof flashinfer failed (8.0 s)");
+        let progress = Event::Progress {
+            task: Task::Download,
+            subject: "sglang-kernel".into(),
+            done: 1_500_000,
+            total: Some(373_000_000),
+        };
+        assert_eq!(line(&progress), "kiln: download sglang-kernel: 1.4 MiB of 355.7 MiB");
+    }
+}
