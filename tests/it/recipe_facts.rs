@@ -595,3 +595,46 @@ fn flash_attn_4_sm120_limits_are_the_released_interfaces_asserts() {
     assert!(r.limits[0].why.contains("flash_attn/cute/interface.py:1751-1755"));
     assert!(r.limits[0].why.contains(":416-418"));
 }
+
+/// vLLM's FlashMLA backends need both of its FlashMLA extensions: `_is_flashmla_available`
+/// gates on `vllm._flashmla_C` and on `vllm._flashmla_extension_C`
+/// (vllm/v1/attention/ops/flashmla.py:12-47 in 0.20.0), and both FLASHMLA backends ask it. So
+/// every FlashMLA extension in the released wheels (their file lists, read by range requests)
+/// is named by those backends' `binaries`: on 12.0 neither is then required of a user who does
+/// not need FlashMLA. Before, `_flashmla_extension_C` counted as required and the 0.20.0 wheel
+/// was `wrong-arch` for 12.0 (the H200 run of 2026-12-04, docs/gpu-proof.md §15).
+#[test]
+fn vllm_flashmla_backends_name_every_flashmla_extension_of_the_released_wheels() {
+    let set = RecipeSet::embedded().unwrap();
+    let vllm = set.get("vllm").unwrap();
+    for version in ["0.20.0", "0.33.0"] {
+        let release = facts(&["pypi", "vllm", version]);
+        let files = release["files"].as_array().unwrap();
+        let wheel = pick_wheel(files).unwrap_or_else(|| panic!("vllm {version}: no wheel"));
+        let names = facts(&["wheel", wheel["url"].as_str().unwrap()]);
+        let flashmla: Vec<&str> = names["names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str())
+            .filter(|n| n.starts_with("vllm/_flashmla") && n.ends_with(".so"))
+            .collect();
+        assert!(flashmla.len() >= 2, "vllm {version}: {flashmla:?}");
+        let v = Version::from_str(version).unwrap();
+        for value in ["FLASHMLA", "FLASHMLA_SPARSE"] {
+            let b = vllm
+                .backends
+                .iter()
+                .find(|b| b.value == value && b.serves.versions_spec.as_ref().is_none_or(|s| s.contains(&v)))
+                .unwrap_or_else(|| panic!("vllm {version}: no {value} backend"));
+            let served = b.binaries.as_ref().unwrap();
+            for f in &flashmla {
+                assert!(
+                    served.names(f),
+                    "vllm {version} {value}: {f} is not among {:?}",
+                    served.files
+                );
+            }
+        }
+    }
+}
