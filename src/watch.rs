@@ -29,6 +29,8 @@ pub enum Task {
     Aot,
     /// A download (a prebuilt wheel the plan judges).
     Download,
+    /// The CUDA binaries of a prebuilt wheel read for the plan's verdict on it.
+    WheelJudgement,
 }
 
 impl Task {
@@ -40,6 +42,7 @@ impl Task {
             Task::JitProof => "JIT proof",
             Task::Aot => "AOT compile",
             Task::Download => "download",
+            Task::WheelJudgement => "wheel judgement",
         }
     }
 }
