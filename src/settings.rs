@@ -65,8 +65,9 @@ pub struct Settings {
     /// `--need` (`KILN_NEED`): backends the user needs, as written (`--quantization=fp_quant`,
     /// `fp_quant`); the session checks them against the recipes.
     pub needs: Vec<String>,
-    /// Where long work (proofs, AOT compiles) reports that it started and finished; the
-    /// command layer sets it (`report::progress::watcher`), and by default nobody watches.
+    /// Where long work (the probe, proofs, AOT compiles, the plan's wheel downloads and reads)
+    /// reports that it started, how far it is and that it finished; the command layer sets it
+    /// (`report::watcher::watcher`), and by default nobody watches.
     pub watch: crate::watch::Watch,
 }
 

@@ -1,8 +1,9 @@
-//! What long work tells whoever watches it: a task started, and finished after so long, ok or
-//! not. Core code (the probe's smoke and serving proofs, the JIT proofs, the AOT compiles) calls
-//! [`Watch::start`] and [`Running::finish`]; the command layer decides how that is shown
-//! (`report::progress::watcher`: a spinner on a terminal, plain lines otherwise, JSON events
-//! under `--json`, nothing under `--quiet`). A [`Watch`] that nobody set ignores everything.
+//! What long work tells whoever watches it: a task started, how far it is, and finished after so
+//! long, ok or not. Core code (the probe, its smoke and serving proofs, the JIT proofs, the AOT
+//! compiles, the plan's wheel downloads and reads) calls [`Watch::start`], [`Running::progress`]
+//! and [`Running::finish`]; the command layer decides how that is shown
+//! (`report::watcher::watcher`: a spinner or bar on a terminal, plain lines otherwise, JSON
+//! events under `--json`, nothing under `--quiet`). A [`Watch`] that nobody set ignores everything.
 //!
 //! It owns the event type and the handle only; it ignores how events are drawn and what the
 //! tasks compute.

@@ -300,9 +300,9 @@ def serve_vllm(root):
     runs = []
     for moe in (False, True):
         env = dict(os.environ, KILN_SERVE_VLLM_MODEL=model_dir(root, moe), KILN_SERVE_MOE="1" if moe else "")
-        left_out = flashinfer_moe_left_out() if moe and "VLLM_USE_FLASHINFER_MOE_FP16" not in os.environ else []
+        left_out = flashinfer_moe_left_out() if moe and SETTING not in os.environ else []
         if left_out:
-            env["VLLM_USE_FLASHINFER_MOE_FP16"] = "0"
+            env[SETTING] = "0"
         log = os.path.join(root, ("moe" if moe else "dense") + ".log")
         code = run_child([sys.executable, "-I", "-B", os.path.abspath(__file__)], env, log)
         with open(log, errors="replace") as f:
@@ -320,8 +320,11 @@ def serve_vllm(root):
 
 
 # flashinfer's fused MoE JIT module per compute capability, as flashinfer names it
-# (flashinfer/fused_moe/core.py:205-217 and :763, flashinfer/jit/fused_moe.py:161, 0.6.8.post1).
-FUSED_MOE_MODULE = {120: "120", 121: "120", 103: "103", 100: "100", 110: "100", 90: "90", 89: "89"}
+# (flashinfer/fused_moe/core.py:205-217 and :763, flashinfer/jit/fused_moe.py:161, 0.6.8.post1),
+# where vLLM's FlashInfer CUTLASS MoE runs at all: 9.0 and the 10.x and 12.x families
+# (FlashInferExperts._supports_current_device, recipes/vllm.toml).
+FUSED_MOE_MODULE = {120: "120", 121: "120", 103: "103", 100: "100", 90: "90"}
+SETTING = "VLLM_USE_FLASHINFER_MOE_FP16"
 
 
 def flashinfer_moe_left_out():
@@ -332,13 +335,18 @@ def flashinfer_moe_left_out():
     181 CUDA sources for sm_90, 34 of them compiled after 450 s of 15 nvcc on the H200. Where that
     module is neither ahead-of-time compiled nor in flashinfer's JIT cache (the paths of
     flashinfer/jit/core.py:237-261), the proof serves with VLLM_USE_FLASHINFER_MOE_FP16=0
-    (oracle/unquantized.py:229-234) and says so; where it is compiled, vLLM chooses as it would."""
+    (oracle/unquantized.py:229-234; only a vLLM that reads that setting, vllm/envs.py:1298 in
+    0.20.0) and says so; where it is compiled, vLLM chooses as it would."""
     try:
         import torch
+        import vllm.envs
         from flashinfer.jit import env as jit_env
+
+        if SETTING not in vllm.envs.environment_variables:
+            return []  # a vLLM without the setting (vllm/envs.py) chooses otherwise
+        major, minor = torch.cuda.get_device_capability()
     except Exception:
         return []
-    major, minor = torch.cuda.get_device_capability()
     arch = FUSED_MOE_MODULE.get(major * 10 + minor)
     if arch is None:
         return []
@@ -351,7 +359,7 @@ def flashinfer_moe_left_out():
             "backend": "FlashInfer CUTLASS",
             "kind": "jit-module-not-compiled",
             "module": name,
-            "env": "VLLM_USE_FLASHINFER_MOE_FP16=0",
+            "env": f"{SETTING}=0",
             "looked_in": [str(p) for p in so],
         }
     ]

@@ -33,7 +33,7 @@ pub fn watcher(settings: &Settings) -> Watch {
         let bars: Mutex<BTreeMap<String, ProgressBar>> = Mutex::new(BTreeMap::new());
         return Watch::new(move |e| spinner(&bars, e));
     }
-    let shown: Arc<Mutex<BTreeMap<String, bool>>> = Arc::default();
+    let shown: Arc<Mutex<Shown>> = Arc::default();
     Watch::new(move |e| plain(&shown, e))
 }
 
@@ -44,19 +44,30 @@ fn key(task: Task, subject: &str) -> String {
     format!("{}/{subject}", task.as_str())
 }
 
+/// The tasks under way in plain output: per key, the serial of the task that holds it (a later
+/// task of the same kind and subject gets another) and whether its start line was printed.
+#[derive(Default)]
+struct Shown {
+    next: u64,
+    running: BTreeMap<String, (u64, bool)>,
+}
+
 /// Plain lines: a task's start once it has run for [`SHOW_AFTER`], and then its end.
-fn plain(shown: &Arc<Mutex<BTreeMap<String, bool>>>, e: &Event) {
+fn plain(shown: &Arc<Mutex<Shown>>, e: &Event) {
     match e {
         Event::Started { task, subject, .. } => {
             let k = key(*task, subject);
-            if let Ok(mut m) = shown.lock() {
-                m.insert(k.clone(), false);
-            }
+            let Ok(mut m) = shown.lock() else { return };
+            m.next += 1;
+            let serial = m.next;
+            m.running.insert(k.clone(), (serial, false));
+            drop(m);
             let (shown, text) = (shown.clone(), line(e));
             std::thread::spawn(move || {
                 std::thread::sleep(SHOW_AFTER);
                 if let Ok(mut m) = shown.lock()
-                    && let Some(printed @ false) = m.get_mut(&k)
+                    && let Some((s, printed @ false)) = m.running.get_mut(&k)
+                    && *s == serial
                 {
                     *printed = true;
                     eprintln!("{text}");
@@ -65,8 +76,11 @@ fn plain(shown: &Arc<Mutex<BTreeMap<String, bool>>>, e: &Event) {
         }
         Event::Progress { .. } => {}
         Event::Finished { task, subject, .. } => {
-            let printed = shown.lock().ok().and_then(|mut m| m.remove(&key(*task, subject)));
-            if printed == Some(true) {
+            let printed = shown
+                .lock()
+                .ok()
+                .and_then(|mut m| m.running.remove(&key(*task, subject)));
+            if printed.is_some_and(|(_, p)| p) {
                 eprintln!("{}", line(e));
             }
         }
@@ -157,6 +171,35 @@ fn spinner(bars: &Mutex<BTreeMap<String, ProgressBar>>, e: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_task_leaves_no_line_and_its_timer_does_not_show_the_next_of_its_kind() {
+        let shown: Arc<Mutex<Shown>> = Arc::default();
+        let started = |d: &str| Event::Started {
+            task: Task::Probe,
+            subject: "/venv/bin/python".into(),
+            detail: d.into(),
+        };
+        let finished = Event::Finished {
+            task: Task::Probe,
+            subject: "/venv/bin/python".into(),
+            seconds: 0.1,
+            ok: true,
+        };
+        plain(&shown, &started("first"));
+        plain(&shown, &finished);
+        std::thread::sleep(SHOW_AFTER / 2);
+        plain(&shown, &started("second"));
+        // The first task's timer fires while the second one runs (its own fires later): it
+        // prints nothing and marks nothing, so the second one, short too, ends without a line.
+        std::thread::sleep(SHOW_AFTER / 2 + Duration::from_millis(400));
+        assert_eq!(
+            shown.lock().unwrap().running.get("probe//venv/bin/python"),
+            Some(&(2, false))
+        );
+        plain(&shown, &finished);
+        assert!(shown.lock().unwrap().running.is_empty());
+    }
 
     #[test]
     fn each_event_reads_as_one_line_naming_the_task_and_its_component() {

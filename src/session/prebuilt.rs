@@ -114,11 +114,12 @@ impl Session {
                                 }
                                 let fetch_seconds = started.elapsed().as_secs_f64();
                                 let read = Instant::now();
-                                let judged = settings.watch.start(Task::WheelJudgement, &r.name, w.file.clone());
                                 let facts = cached.map_err(|e| e.to_string()).and_then(|p| {
-                                    probe::wheel_cache::read(&settings.cache_dir, &p, &w.sha256).map(|(f, _)| f)
+                                    let judged = settings.watch.start(Task::WheelJudgement, &r.name, w.file.clone());
+                                    let read = probe::wheel_cache::read(&settings.cache_dir, &p, &w.sha256);
+                                    judged.finish(read.is_ok());
+                                    read.map(|(f, _)| f)
                                 });
-                                judged.finish(facts.is_ok());
                                 (facts, fetch_seconds, read.elapsed().as_secs_f64())
                             })
                             .clone();

@@ -305,8 +305,26 @@ impl World {
     }
 
     /// Replaces the temp dir's path by `[TMP]`, for snapshots.
+    /// `s` with this world's directory as `[TMP]`, and without the lines a task over 2 s prints
+    /// while it runs (`kiln: probe ...`, `kiln: done probe ...`: `report::watcher`), which come
+    /// and go with the machine's load.
     pub fn redact(&self, s: &str) -> String {
-        s.replace(&self.dir.path().display().to_string(), "[TMP]")
+        const TASKS: [&str; 7] = [
+            "probe",
+            "smoke test",
+            "serving proof",
+            "JIT proof",
+            "AOT compile",
+            "download",
+            "wheel judgement",
+        ];
+        let watched = |l: &str| {
+            let rest = l.strip_prefix("kiln: ").unwrap_or("");
+            let rest = rest.strip_prefix("done ").unwrap_or(rest);
+            TASKS.iter().any(|t| rest.starts_with(&format!("{t} ")))
+        };
+        let kept: Vec<&str> = s.split_inclusive('\n').filter(|l| !watched(l)).collect();
+        kept.concat().replace(&self.dir.path().display().to_string(), "[TMP]")
     }
 }
 
