@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use super::{CmdResult, Failure, conflict, exit, load_recipes, open, read_lock};
 use crate::build::{BuildFailure, StepResult};
+use crate::probe::python::PythonFacts;
 use crate::report;
 use crate::report::install::{Failed, Install, LockCheck, document};
 use crate::resolve::Plan;
@@ -27,9 +28,16 @@ pub fn run(settings: &Settings, targets: &[String], dry_run: bool, aot: Option<&
     check_modules(&s, aot)?;
     let plan = s.plan(settings).map_err(|c| conflict(settings, &c))?;
     let warmed = RefCell::new(None);
-    let judge = || {
+    let judge = |verified: Option<&PythonFacts>| {
         warm_before_proofs(settings, &s, aot, dry_run, &warmed)?;
-        Ok(Session::after_install(settings, load_recipes(settings)?, targets)?)
+        // Modules written into the environment since the verification: it saw another one.
+        let verified = verified.filter(|_| !wrote_modules(&warmed));
+        Ok(Session::after_install(
+            settings,
+            load_recipes(settings)?,
+            targets,
+            verified,
+        )?)
     };
     let (mut result, mut doc, _) = carry_out(settings, &s, &plan, dry_run, &judge);
     // Nothing was installed (so nothing was judged): the modules are compiled for what is there.
@@ -111,8 +119,17 @@ fn attach_aot(result: &mut CmdResult, doc: &mut serde_json::Value, warmed: Optio
     doc["aot"] = serde_json::to_value(&outcomes).unwrap_or_default();
 }
 
-/// Opens the session that judges the environment an install left, as `doctor` would.
-type Judge<'a> = dyn Fn() -> Result<Session, Failure> + 'a;
+/// Opens the session that judges the environment an install left, as `doctor` would, given
+/// what the install's last verification saw.
+type Judge<'a> = dyn Fn(Option<&PythonFacts>) -> Result<Session, Failure> + 'a;
+
+/// Whether `--aot` installed a module into the environment (from its compile or the cache).
+fn wrote_modules(warmed: &Warmed) -> bool {
+    warmed
+        .borrow()
+        .as_ref()
+        .is_some_and(|w| w.iter().any(|o| !o.modules.is_empty()))
+}
 
 /// Runs the plan (or shows it, for `--dry-run`), then judges the environment it left with
 /// `judge`: the install ends with `doctor`'s verdict on the same targets and archs, and is ok
@@ -183,7 +200,7 @@ fn carry_out(
             report::install::proving(&proving, &s.archs);
         }
         // `doctor`'s verdict on the environment as the install left it.
-        let after = match judge() {
+        let after = match judge(run.report.facts.as_ref()) {
             Ok(after) => after,
             Err(e) => {
                 let doc = Install::NotOk {
@@ -284,12 +301,13 @@ pub fn run_locked(
         ..settings.clone()
     };
     let warmed = RefCell::new(None);
-    let judge = || {
+    let judge = |_: Option<&PythonFacts>| {
         warm_before_proofs(&probed_again, &s, aot, dry_run, &warmed)?;
         Ok(Session::after_install(
             &probed_again,
             load_recipes(&probed_again)?,
             &pinned,
+            None,
         )?)
     };
     let (mut result, mut doc, after) = carry_out(&settings, &s, &plan, dry_run, &judge);

@@ -80,6 +80,10 @@ pub struct Request<'a> {
     pub smoke_scratch: &'a Path,
     /// Told when each smoke test or serving proof starts and ends.
     pub watch: &'a crate::watch::Watch,
+    /// What an install's last verification saw (its listing and the imports it tried): a
+    /// component whose imports it tried all is answered from it, not tried again, when the
+    /// listing now is the same one (nothing installed or removed since).
+    pub known: Option<&'a PythonFacts>,
 }
 
 enum Task<'a> {
@@ -149,6 +153,7 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
                 .units
                 .iter()
                 .filter(|u| !u.imports.is_empty() && !old.contains_key(u.name.as_str()))
+                .filter(|u| !req.known.is_some_and(|k| tried_all(u, k)))
                 .collect();
             let mut tasks = vec![Task::Listing];
             tasks.extend(groups(first, n, &estimate).into_iter().map(Task::Imports));
@@ -210,7 +215,9 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
     };
     let component_stamp = |u: &Unit, files: &str, failed: bool| stamp::component(&at, &u.dists, files.lines(), failed);
 
-    // What changed since it was probed, and what was never probed, side by side.
+    // What changed since it was probed, and what was never probed, side by side; what the
+    // install's verification tried just now, from its answers.
+    let verified = req.known.filter(|k| same_listing(k, &listing.facts));
     let mut again: Vec<&Unit> = Vec::new();
     for u in req.units {
         if probed.contains_key(u.name.as_str()) {
@@ -225,7 +232,12 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
             _ if u.imports.is_empty() => {
                 probed.insert(u.name.as_str(), Answer::default());
             }
-            _ => again.push(u),
+            _ => match verified.filter(|k| tried_all(u, k)) {
+                Some(k) => {
+                    probed.insert(u.name.as_str(), known_answer(u, k));
+                }
+                None => again.push(u),
+            },
         }
     }
     let mut tasks: Vec<Task> = groups(again, n, &estimate).into_iter().map(Task::Imports).collect();
@@ -451,4 +463,35 @@ fn probe_detail(tasks: &[Task], n: usize) -> String {
         ));
     }
     format!("{}, {n} side by side", parts.join(", "))
+}
+
+/// Whether the verification whose facts are `k` tried every import of `u`.
+fn tried_all(u: &Unit, k: &PythonFacts) -> bool {
+    !u.imports.is_empty() && u.imports.iter().all(|m| k.imports.contains_key(m))
+}
+
+/// Whether two probes saw the same interpreter with the same distributions, each at the same
+/// version and place.
+fn same_listing(a: &PythonFacts, b: &PythonFacts) -> bool {
+    a.python.executable == b.python.executable
+        && a.dists.len() == b.dists.len()
+        && a.dists.iter().all(|(n, d)| {
+            b.dists
+                .get(n)
+                .is_some_and(|x| x.version == d.version && x.location == d.location && x.dist_info == d.dist_info)
+        })
+}
+
+/// `u`'s answer from a verification that tried its imports: as [`answer`] gives it, with the
+/// files every import of that interpreter loaded (the order it tried them in is not kept, so all
+/// of them count: a stamp over more files can only go stale sooner).
+fn known_answer(u: &Unit, k: &PythonFacts) -> Answer {
+    let order: Vec<String> = k
+        .imports
+        .keys()
+        .filter(|m| !u.imports.contains(m))
+        .chain(u.imports.iter())
+        .cloned()
+        .collect();
+    answer(u, &order, k, None)
 }

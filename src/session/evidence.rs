@@ -26,7 +26,9 @@ pub(super) struct Found {
     pub smoke_archs: Vec<Arch>,
 }
 
-/// Probes `python` for the components in `scope` (their imports, binaries and smoke tests).
+/// Probes `python` for the components in `scope` (their imports, binaries and smoke tests);
+/// `known`: what an install's last verification saw, whose imports need not be tried again
+/// while the environment's listing is the same ([`gather::Request::known`]).
 pub(super) fn gather(
     settings: &Settings,
     set: &RecipeSet,
@@ -34,6 +36,7 @@ pub(super) fn gather(
     machine: &MachineFacts,
     archs: &[Arch],
     scope: &[(String, Vec<String>)],
+    known: Option<&crate::probe::python::PythonFacts>,
 ) -> Result<Found, SessionError> {
     // Smoke tests run only where a GPU of a target arch is present and a driver here can drive
     // it; their scripts and those archs key their results.
@@ -67,6 +70,7 @@ pub(super) fn gather(
         refresh: settings.refresh,
         smoke_scratch: &scratch,
         watch: &settings.watch,
+        known: known.filter(|_| !settings.refresh),
     };
     let (probed, sources) = gather::gather(&request).map_err(|e| SessionError::Probe(e.to_string()))?;
     Ok(Found {

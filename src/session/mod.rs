@@ -135,15 +135,21 @@ impl Session {
     /// interpreter, reads the machine and the interpreter's facts (from the probe cache unless
     /// `settings.refresh`), and assesses each component in scope.
     pub fn open(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
-        Session::open_proving(settings, set, targets, true)
+        Session::open_proving(settings, set, targets, true, None)
     }
 
     /// The environment as an install left it, judged as `kiln doctor` judges it right after
     /// (the same probe, cache and verdicts for `targets`); the JIT proofs only with
     /// `settings.jit_proof` (`install --no-jit-proof` leaves them for later: no proof, no JIT
-    /// verdict).
-    pub fn after_install(settings: &Settings, set: RecipeSet, targets: &[String]) -> Result<Session, SessionError> {
-        Session::open_proving(settings, set, targets, settings.jit_proof)
+    /// verdict). `verified`: what the install's last verification saw (`build::RunReport::facts`),
+    /// so that imports it just tried are not tried again while nothing changed since.
+    pub fn after_install(
+        settings: &Settings,
+        set: RecipeSet,
+        targets: &[String],
+        verified: Option<&probe::python::PythonFacts>,
+    ) -> Result<Session, SessionError> {
+        Session::open_proving(settings, set, targets, settings.jit_proof, verified)
     }
 
     fn open_proving(
@@ -151,6 +157,7 @@ impl Session {
         set: RecipeSet,
         targets: &[String],
         prove_jit: bool,
+        verified: Option<&probe::python::PythonFacts>,
     ) -> Result<Session, SessionError> {
         let (wanted, pins) = targets::parse(&set, targets)?;
         let asked = if targets.is_empty() {
@@ -167,7 +174,7 @@ impl Session {
         };
         let scope = set.closure(&wanted);
         let needs = resolve::need::resolve(&set, &scope, &settings.needs).map_err(SessionError::Usage)?;
-        let mut found = evidence::gather(settings, &set, &python, &machine, &archs, &scope)?;
+        let mut found = evidence::gather(settings, &set, &python, &machine, &archs, &scope, verified)?;
         owned_packages(settings, &set, &scope, &mut found.probed);
         let jit = if prove_jit {
             jit::prove(settings, &set, &python, &machine, &archs, &scope, &found.probed.facts)

@@ -164,7 +164,15 @@ impl Session {
             return Ok(self.plan_with(settings, &solution, &scope, &assessments, memo));
         }
         // Prove the extra components too (through the probe cache: only they are probed).
-        let found = super::evidence::gather(settings, &self.set, &self.python, &self.machine, &self.archs, &scope);
+        let found = super::evidence::gather(
+            settings,
+            &self.set,
+            &self.python,
+            &self.machine,
+            &self.archs,
+            &scope,
+            None,
+        );
         let assessments = match found {
             Ok(mut found) => {
                 crate::probe::owners::fill(&mut found.probed.facts, &super::import_packages(&self.set, &scope));

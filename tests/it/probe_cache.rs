@@ -270,3 +270,87 @@ fn a_module_added_where_a_failed_import_looked_is_seen_without_refresh() {
     assert_eq!(v["machine"]["probe_sources"]["imports"], json!({"pkg-sub": "miss"}));
     assert_eq!(component(&v, "pkg-sub")["status"], "ok");
 }
+
+/// A pure package whose import writes its name to `$KILN_TEST_IMPORTS`, so a test counts how
+/// often kiln imported it; its recipe `fixture-NAME`, depending on `depends` when given.
+fn counted(w: &World, name: &str, depends: Option<&str>) {
+    let dist = format!("kiln-fixture-{name}");
+    let module = format!("kiln_fixture_{name}");
+    let pkg = w.packages.join(&dist);
+    std::fs::create_dir_all(pkg.join(&module)).unwrap();
+    std::fs::write(
+        pkg.join("pyproject.toml"),
+        format!(
+            "[build-system]\nrequires = [\"setuptools>=61\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n\
+             [project]\nname = \"{dist}\"\nversion = \"1.0.0\"\n[tool.setuptools]\npackages = [\"{module}\"]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        pkg.join(&module).join("__init__.py"),
+        format!(
+            "import os\nif os.environ.get('KILN_TEST_IMPORTS'):\n    \
+             open(os.environ['KILN_TEST_IMPORTS'], 'a').write('{name}\\n')\n"
+        ),
+    )
+    .unwrap();
+    let depends = depends
+        .map(|d| format!("[depends]\nfixture-{d} = \">=1.0\"\n"))
+        .unwrap_or_default();
+    w.write(
+        &format!("recipes/fixture-{name}.toml"),
+        &format!(
+            "[package]\nname = \"fixture-{name}\"\ndist = \"{dist}\"\nversion = \"1.0.0\"\n\
+             [source]\npath = \"../packages/{dist}\"\n{depends}[verify]\nimports = [\"{module}\"]\n"
+        ),
+    );
+}
+
+/// The verdict an install ends with (doctor's, on the environment as it was left) takes the
+/// imports its last verification had just tried, while nothing changed since, instead of trying
+/// them again: the largest part of what an install of a ready wheel cost over uv
+/// (BENCHMARKS.md, "install of a cached wheel against uv"). A component verified before a later
+/// step changed the environment is imported again.
+#[test]
+fn an_install_verdict_takes_the_imports_its_last_verification_just_tried() {
+    let w = World::new();
+    counted(&w, "first", None);
+    counted(&w, "second", Some("first"));
+    let log = w.dir.path().join("imports.log");
+    let imports = |name: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == name)
+            .count()
+    };
+    let kiln = |args: &[&str]| {
+        let out = w.kiln().env("KILN_TEST_IMPORTS", &log).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", crate::common::text(&out.stderr));
+        stdout_json(&out)
+    };
+
+    // `second` installs after `first`. Its verification was the last: the verdict takes its
+    // import from it. `first`'s was followed by `second`'s install, so `first` is imported again.
+    let doc = kiln(&["install", "--json", "fixture-second"]);
+    assert_eq!(doc["result"], "ok", "{doc}");
+    assert_eq!(component(&doc, "fixture-second")["status"], "ok", "{doc}");
+    assert_eq!(
+        imports("second"),
+        1,
+        "verified once, not imported again for the verdict"
+    );
+    assert_eq!(
+        imports("first"),
+        2,
+        "verified, then imported again after `second` changed the environment"
+    );
+
+    // The verdict's answers went into the probe cache: doctor imports nothing; --refresh does.
+    let doc = kiln(&["doctor", "--json", "fixture-second"]);
+    assert_eq!(component(&doc, "fixture-second")["status"], "ok", "{doc}");
+    assert_eq!(doc["machine"]["probe_cache"], "hit", "{}", doc["machine"]);
+    assert_eq!((imports("first"), imports("second")), (2, 1));
+    kiln(&["doctor", "--json", "--refresh", "fixture-second"]);
+    assert_eq!((imports("first"), imports("second")), (3, 2));
+}
