@@ -1,6 +1,7 @@
 //! How long work shows while it runs (the [`crate::watch`] events of the probe, the proofs, AOT
 //! compiles and plan-time downloads): a spinner or bar per task on a terminal, and otherwise (CI
-//! logs, `--no-progress`) a line once a task has run for [`SHOW_AFTER`] and one when it ends;
+//! logs, `--no-progress`) a line once a task has run for [`SHOW_AFTER`], how far it is at most
+//! every [`PLAIN_EVERY`] after that, and a line when it ends;
 //! one JSON object per event on stderr under `--json` (stdout keeps the report); nothing under
 //! `--quiet`. A task shorter than [`SHOW_AFTER`] leaves no line.
 //!
@@ -9,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -44,12 +45,16 @@ fn key(task: Task, subject: &str) -> String {
     format!("{}/{subject}", task.as_str())
 }
 
+/// How often plain output repeats how far a task whose start line was printed is.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
+
 /// The tasks under way in plain output: per key, the serial of the task that holds it (a later
-/// task of the same kind and subject gets another) and whether its start line was printed.
+/// task of the same kind and subject gets another), whether its start line was printed, and
+/// when its progress was last printed.
 #[derive(Default)]
 struct Shown {
     next: u64,
-    running: BTreeMap<String, (u64, bool)>,
+    running: BTreeMap<String, (u64, bool, Option<Instant>)>,
 }
 
 /// Plain lines: a task's start once it has run for [`SHOW_AFTER`], and then its end.
@@ -60,13 +65,13 @@ fn plain(shown: &Arc<Mutex<Shown>>, e: &Event) {
             let Ok(mut m) = shown.lock() else { return };
             m.next += 1;
             let serial = m.next;
-            m.running.insert(k.clone(), (serial, false));
+            m.running.insert(k.clone(), (serial, false, None));
             drop(m);
             let (shown, text) = (shown.clone(), line(e));
             std::thread::spawn(move || {
                 std::thread::sleep(SHOW_AFTER);
                 if let Ok(mut m) = shown.lock()
-                    && let Some((s, printed @ false)) = m.running.get_mut(&k)
+                    && let Some((s, printed @ false, _)) = m.running.get_mut(&k)
                     && *s == serial
                 {
                     *printed = true;
@@ -74,13 +79,23 @@ fn plain(shown: &Arc<Mutex<Shown>>, e: &Event) {
                 }
             });
         }
-        Event::Progress { .. } => {}
+        Event::Progress { task, subject, .. } => {
+            // Once its start line is out, a long task says how far it is, at most every
+            // PLAIN_EVERY (a download's bytes, a probe's parts).
+            if let Ok(mut m) = shown.lock()
+                && let Some((_, true, last)) = m.running.get_mut(&key(*task, subject))
+                && last.is_none_or(|t| t.elapsed() >= PLAIN_EVERY)
+            {
+                *last = Some(Instant::now());
+                eprintln!("{}", line(e));
+            }
+        }
         Event::Finished { task, subject, .. } => {
             let printed = shown
                 .lock()
                 .ok()
                 .and_then(|mut m| m.running.remove(&key(*task, subject)));
-            if printed.is_some_and(|(_, p)| p) {
+            if printed.is_some_and(|(_, p, _)| p) {
                 eprintln!("{}", line(e));
             }
         }
@@ -105,8 +120,16 @@ pub fn line(e: &Event) -> String {
             done,
             total,
         } => {
-            let of = total.map(|t| format!(" of {}", human(t))).unwrap_or_default();
-            format!("kiln: {} {subject}: {}{of}", task.as_str(), human(*done))
+            // Bytes for a download; for the rest, parts done.
+            let amount = |n: u64| {
+                if *task == Task::Download {
+                    human(n)
+                } else {
+                    n.to_string()
+                }
+            };
+            let of = total.map(|t| format!(" of {}", amount(t))).unwrap_or_default();
+            format!("kiln: {} {subject}: {}{of}", task.as_str(), amount(*done))
         }
         Event::Finished {
             task,
@@ -193,10 +216,34 @@ mod tests {
         // The first task's timer fires while the second one runs (its own fires later): it
         // prints nothing and marks nothing, so the second one, short too, ends without a line.
         std::thread::sleep(SHOW_AFTER / 2 + Duration::from_millis(400));
-        assert_eq!(
-            shown.lock().unwrap().running.get("probe//venv/bin/python"),
-            Some(&(2, false))
-        );
+        let state = |m: &Shown| {
+            m.running
+                .get("probe//venv/bin/python")
+                .map(|(s, p, l)| (*s, *p, l.is_some()))
+        };
+        assert_eq!(state(&shown.lock().unwrap()), Some((2, false, false)));
+        // Before its start line, its progress is not shown; once it is out, the first report is,
+        // and the next only after PLAIN_EVERY.
+        let progress = Event::Progress {
+            task: Task::Probe,
+            subject: "/venv/bin/python".into(),
+            done: 1,
+            total: Some(2),
+        };
+        plain(&shown, &progress);
+        assert_eq!(state(&shown.lock().unwrap()), Some((2, false, false)));
+        // As its own timer does once it has run SHOW_AFTER:
+        shown
+            .lock()
+            .unwrap()
+            .running
+            .get_mut("probe//venv/bin/python")
+            .unwrap()
+            .1 = true;
+        plain(&shown, &progress);
+        let first = shown.lock().unwrap().running["probe//venv/bin/python"].2;
+        plain(&shown, &progress);
+        assert_eq!(shown.lock().unwrap().running["probe//venv/bin/python"].2, first);
         plain(&shown, &finished);
         assert!(shown.lock().unwrap().running.is_empty());
     }
@@ -224,5 +271,12 @@ mod tests {
             total: Some(373_000_000),
         };
         assert_eq!(line(&progress), "kiln: download sglang-kernel: 1.4 MiB of 355.7 MiB");
+        let parts = Event::Progress {
+            task: Task::Probe,
+            subject: "/venv/bin/python".into(),
+            done: 3,
+            total: Some(11),
+        };
+        assert_eq!(line(&parts), "kiln: probe /venv/bin/python: 3 of 11");
     }
 }
