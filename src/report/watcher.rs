@@ -264,19 +264,19 @@ mod tests {
         };
         assert_eq!(line(&done(true)), "kiln: done JIT proof flashinfer (8.0 s)");
         assert_eq!(line(&done(false)), "kiln: JIT proof flashinfer failed (8.0 s)");
-        let progress = Event::Progress {
-            task: Task::Download,
-            subject: "sglang-kernel".into(),
-            done: 1_500_000,
-            total: Some(373_000_000),
+        let progress = |task, subject: &str, done, total| Event::Progress {
+            task,
+            subject: subject.into(),
+            done,
+            total: Some(total),
         };
-        assert_eq!(line(&progress), "kiln: download sglang-kernel: 1.4 MiB of 355.7 MiB");
-        let parts = Event::Progress {
-            task: Task::Probe,
-            subject: "/venv/bin/python".into(),
-            done: 3,
-            total: Some(11),
-        };
-        assert_eq!(line(&parts), "kiln: probe /venv/bin/python: 3 of 11");
+        assert_eq!(
+            line(&progress(Task::Download, "sglang-kernel", 1_500_000, 373_000_000)),
+            "kiln: download sglang-kernel: 1.4 MiB of 355.7 MiB"
+        );
+        assert_eq!(
+            line(&progress(Task::Probe, "/venv/bin/python", 3, 11)),
+            "kiln: probe /venv/bin/python: 3 of 11"
+        );
     }
 }
