@@ -35,6 +35,17 @@ pub enum Task {
 }
 
 impl Task {
+    /// Every kind, in the order above.
+    pub const ALL: [Task; 7] = [
+        Task::Probe,
+        Task::SmokeTest,
+        Task::ServingProof,
+        Task::JitProof,
+        Task::Aot,
+        Task::Download,
+        Task::WheelJudgement,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Task::Probe => "probe",
@@ -72,6 +83,17 @@ pub enum Event {
         seconds: f64,
         ok: bool,
     },
+}
+
+impl Event {
+    /// The task it is about, and that task's component.
+    pub fn task(&self) -> (Task, &str) {
+        match self {
+            Event::Started { task, subject, .. }
+            | Event::Progress { task, subject, .. }
+            | Event::Finished { task, subject, .. } => (*task, subject),
+        }
+    }
 }
 
 /// How often a task's progress is passed on.
@@ -214,6 +236,24 @@ mod tests {
         );
         // Nobody watching: nothing to do, nothing fails.
         Watch::default().start(Task::Aot, "flashinfer", "").finish(true);
+    }
+
+    #[test]
+    fn all_names_every_kind_once() {
+        for t in Task::ALL {
+            // A new kind does not compile here until it is matched: the reminder to list it in ALL.
+            match t {
+                Task::Probe
+                | Task::SmokeTest
+                | Task::ServingProof
+                | Task::JitProof
+                | Task::Aot
+                | Task::Download
+                | Task::WheelJudgement => {}
+            }
+        }
+        let names: std::collections::BTreeSet<&str> = Task::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names.len(), Task::ALL.len());
     }
 
     #[test]

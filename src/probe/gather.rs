@@ -13,6 +13,9 @@
 //! interpreter keeps the per-import time limit and pins an import that hangs or crashes it on
 //! its module (`probe::python`). Smoke tests run one at a time afterwards (they share the GPU).
 //!
+//! After an install, a component whose imports the install's last verification tried is
+//! answered from that verification ([`Request::known`]) while the listing is the one it saw.
+//!
 //! It deliberately ignores recipes: the session hands it [`Unit`]s (a component's imports, the
 //! distributions it stands on, its smoke test) as plain values.
 
@@ -78,7 +81,8 @@ pub struct Request<'a> {
     pub refresh: bool,
     /// Where smoke scripts are written and run.
     pub smoke_scratch: &'a Path,
-    /// Told when each smoke test or serving proof starts and ends.
+    /// Told how the probe's interpreters and binary reads go, and when each smoke test or
+    /// serving proof starts and ends.
     pub watch: &'a crate::watch::Watch,
     /// What an install's last verification saw (its listing and the imports it tried): a
     /// component whose imports it tried all is answered from it, not tried again, when the
@@ -217,7 +221,7 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
 
     // What changed since it was probed, and what was never probed, side by side; what the
     // install's verification tried just now, from its answers.
-    let verified = req.known.filter(|k| same_listing(k, &listing.facts));
+    let verified = req.known.filter(|k| k.same_listing(&listing.facts));
     let mut again: Vec<&Unit> = Vec::new();
     for u in req.units {
         if probed.contains_key(u.name.as_str()) {
@@ -468,18 +472,6 @@ fn probe_detail(tasks: &[Task], n: usize) -> String {
 /// Whether the verification whose facts are `k` tried every import of `u`.
 fn tried_all(u: &Unit, k: &PythonFacts) -> bool {
     !u.imports.is_empty() && u.imports.iter().all(|m| k.imports.contains_key(m))
-}
-
-/// Whether two probes saw the same interpreter with the same distributions, each at the same
-/// version and place.
-fn same_listing(a: &PythonFacts, b: &PythonFacts) -> bool {
-    a.python.executable == b.python.executable
-        && a.dists.len() == b.dists.len()
-        && a.dists.iter().all(|(n, d)| {
-            b.dists
-                .get(n)
-                .is_some_and(|x| x.version == d.version && x.location == d.location && x.dist_info == d.dist_info)
-        })
 }
 
 /// `u`'s answer from a verification that tried its imports: as [`answer`] gives it, with the

@@ -150,6 +150,20 @@ pub struct PythonFacts {
 }
 
 impl PythonFacts {
+    /// Whether `other` saw the same interpreter with the same distributions, each at the same
+    /// version and place (what two probes of one environment, with nothing installed or
+    /// removed between them, agree on).
+    pub fn same_listing(&self, other: &PythonFacts) -> bool {
+        self.python.executable == other.python.executable
+            && self.dists.len() == other.dists.len()
+            && self.dists.iter().all(|(n, d)| {
+                other
+                    .dists
+                    .get(n)
+                    .is_some_and(|x| x.version == d.version && x.location == d.location && x.dist_info == d.dist_info)
+            })
+    }
+
     /// An interpreter with nothing installed, probed by nobody: the world of synthetic
     /// resolutions (benchmarks, solver tests).
     pub fn nothing_installed(executable: &str, version: &str) -> PythonFacts {

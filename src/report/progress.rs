@@ -20,7 +20,7 @@ use crate::build::{Outcome, Phase, Reporter};
 use crate::resolve::Step;
 
 /// How often plain output repeats a build's progress.
-const PLAIN_EVERY: Duration = Duration::from_secs(30);
+pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
 
 pub struct Progress {
     multi: MultiProgress,

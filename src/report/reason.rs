@@ -11,7 +11,7 @@ use crate::resolve::Reason;
 use crate::resolve::kernels::Lacking;
 use crate::resolve::owners::{OtherDist, Via};
 
-fn join<T: ToString>(items: &[T], sep: &str) -> String {
+pub(super) fn join<T: ToString>(items: &[T], sep: &str) -> String {
     items.iter().map(T::to_string).collect::<Vec<_>>().join(sep)
 }
 

@@ -1,6 +1,7 @@
 //! A serving proof's measurements in words: per model the tokens, the rate, the backends the
 //! engine chose and those the proof left out (with what would let the engine choose them). It
-//! owns only that wording; whether the proof passed is `probe::smoke`'s.
+//! owns only that wording; whether the proof passed is `probe::smoke`'s, and what the engine
+//! would have chosen unhindered is the proof script's (`recipes/serve/engine.py`).
 
 /// A serving proof in words: per model, the tokens, the rate and the backends the engine chose.
 pub(super) fn served_text(
@@ -31,7 +32,7 @@ pub(super) fn served_text(
     format!(
         "serving proof {script}: {} served on {}{} — {} ({seconds:.1} s)",
         s.engine,
-        archs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
+        super::reason::join(archs, ", "),
         if s.gpu.is_empty() {
             String::new()
         } else {
@@ -48,7 +49,8 @@ fn left_out_text(l: &crate::probe::smoke::LeftOut) -> String {
         LeftOutKind::JitModuleNotCompiled => format!(
             "; {} not proven, left out ({}): flashinfer's JIT module {} is not compiled, and its first use \
              compiles it, for far longer than the proof may run (flashinfer/fused_moe/core.py:213 in \
-             flashinfer 0.6.8.post1); `kiln install flashinfer --aot-module cutlass_fused_moe` compiles it ahead of time",
+             flashinfer 0.6.8.post1); `kiln install flashinfer --aot-module cutlass_fused_moe` compiles it ahead of time \
+             (a long compile: fused_moe_90 is 181 CUDA sources, an estimated 40 minutes on 16 cores)",
             l.backend, l.env, l.module
         ),
     }

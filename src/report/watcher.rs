@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::progress::PLAIN_EVERY;
 use crate::build::memory::human;
 use crate::settings::Settings;
 use crate::watch::{Event, Task, Watch};
@@ -41,12 +42,11 @@ pub fn watcher(settings: &Settings) -> Watch {
 /// A task shorter than this shows nothing but a spinner: its lines would be noise.
 pub const SHOW_AFTER: Duration = Duration::from_secs(2);
 
-fn key(task: Task, subject: &str) -> String {
+/// Which task under way an event is about: its kind and its component.
+fn key(e: &Event) -> String {
+    let (task, subject) = e.task();
     format!("{}/{subject}", task.as_str())
 }
-
-/// How often plain output repeats how far a task whose start line was printed is.
-pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
 
 /// The tasks under way in plain output: per key, the serial of the task that holds it (a later
 /// task of the same kind and subject gets another), whether its start line was printed, and
@@ -57,11 +57,12 @@ struct Shown {
     running: BTreeMap<String, (u64, bool, Option<Instant>)>,
 }
 
-/// Plain lines: a task's start once it has run for [`SHOW_AFTER`], and then its end.
+/// Plain lines: a task's start once it has run for [`SHOW_AFTER`], how far it is at most every
+/// [`PLAIN_EVERY`] after that, and its end.
 fn plain(shown: &Arc<Mutex<Shown>>, e: &Event) {
+    let k = key(e);
     match e {
-        Event::Started { task, subject, .. } => {
-            let k = key(*task, subject);
+        Event::Started { .. } => {
             let Ok(mut m) = shown.lock() else { return };
             m.next += 1;
             let serial = m.next;
@@ -79,22 +80,19 @@ fn plain(shown: &Arc<Mutex<Shown>>, e: &Event) {
                 }
             });
         }
-        Event::Progress { task, subject, .. } => {
+        Event::Progress { .. } => {
             // Once its start line is out, a long task says how far it is, at most every
             // PLAIN_EVERY (a download's bytes, a probe's parts).
             if let Ok(mut m) = shown.lock()
-                && let Some((_, true, last)) = m.running.get_mut(&key(*task, subject))
+                && let Some((_, true, last)) = m.running.get_mut(&k)
                 && last.is_none_or(|t| t.elapsed() >= PLAIN_EVERY)
             {
                 *last = Some(Instant::now());
                 eprintln!("{}", line(e));
             }
         }
-        Event::Finished { task, subject, .. } => {
-            let printed = shown
-                .lock()
-                .ok()
-                .and_then(|mut m| m.running.remove(&key(*task, subject)));
+        Event::Finished { .. } => {
+            let printed = shown.lock().ok().and_then(|mut m| m.running.remove(&k));
             if printed.is_some_and(|(_, p, _)| p) {
                 eprintln!("{}", line(e));
             }
@@ -143,10 +141,13 @@ pub fn line(e: &Event) -> String {
     }
 }
 
+/// On a terminal: a spinner per task under way, a bar once its total is known, and a line at
+/// its end when it ran for [`SHOW_AFTER`] or more.
 fn spinner(bars: &Mutex<BTreeMap<String, ProgressBar>>, e: &Event) {
     let Ok(mut bars) = bars.lock() else { return };
+    let k = key(e);
     match e {
-        Event::Started { task, subject, .. } => {
+        Event::Started { .. } => {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
                 ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
@@ -154,15 +155,10 @@ fn spinner(bars: &Mutex<BTreeMap<String, ProgressBar>>, e: &Event) {
             );
             bar.set_message(line(e).trim_start_matches("kiln: ").to_string());
             bar.enable_steady_tick(Duration::from_millis(120));
-            bars.insert(key(*task, subject), bar);
+            bars.insert(k, bar);
         }
-        Event::Progress {
-            task,
-            subject,
-            done,
-            total,
-        } => {
-            if let Some(bar) = bars.get(&key(*task, subject)) {
+        Event::Progress { task, done, total, .. } => {
+            if let Some(bar) = bars.get(&k) {
                 if let Some(t) = total
                     && bar.length() != Some(*t)
                 {
@@ -178,10 +174,8 @@ fn spinner(bars: &Mutex<BTreeMap<String, ProgressBar>>, e: &Event) {
                 bar.set_position(*done);
             }
         }
-        Event::Finished {
-            task, subject, seconds, ..
-        } => {
-            if let Some(bar) = bars.remove(&key(*task, subject)) {
+        Event::Finished { seconds, .. } => {
+            if let Some(bar) = bars.remove(&k) {
                 bar.finish_and_clear();
             }
             if *seconds >= SHOW_AFTER.as_secs_f64() {

@@ -309,19 +309,12 @@ impl World {
     /// while it runs (`kiln: probe ...`, `kiln: done probe ...`: `report::watcher`), which come
     /// and go with the machine's load.
     pub fn redact(&self, s: &str) -> String {
-        const TASKS: [&str; 7] = [
-            "probe",
-            "smoke test",
-            "serving proof",
-            "JIT proof",
-            "AOT compile",
-            "download",
-            "wheel judgement",
-        ];
         let watched = |l: &str| {
             let rest = l.strip_prefix("kiln: ").unwrap_or("");
             let rest = rest.strip_prefix("done ").unwrap_or(rest);
-            TASKS.iter().any(|t| rest.starts_with(&format!("{t} ")))
+            kiln::watch::Task::ALL
+                .iter()
+                .any(|t| rest.starts_with(&format!("{} ", t.as_str())))
         };
         let kept: Vec<&str> = s.split_inclusive('\n').filter(|l| !watched(l)).collect();
         kept.concat().replace(&self.dir.path().display().to_string(), "[TMP]")
