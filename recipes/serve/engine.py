@@ -321,9 +321,10 @@ def serve_vllm(root):
 
 # flashinfer's fused MoE JIT module per compute capability, as flashinfer names it
 # (flashinfer/fused_moe/core.py:205-217 and :763, flashinfer/jit/fused_moe.py:161, 0.6.8.post1),
-# where vLLM's FlashInfer CUTLASS MoE runs at all: 9.0 and the 10.x and 12.x families
-# (FlashInferExperts._supports_current_device, recipes/vllm.toml).
-FUSED_MOE_MODULE = {120: "120", 121: "120", 103: "103", 100: "100", 90: "90"}
+# where vLLM's FlashInfer CUTLASS MoE runs at all: 9.0 and the 10.x, 11.x and 12.x families
+# (FlashInferExperts._supports_current_device, vllm/model_executor/layers/fused_moe/
+# flashinfer_cutlass_moe.py:125-136 in 0.20.0; later releases drop 11.x, flashinfer-ai/flashinfer#3134).
+FUSED_MOE_MODULE = {120: "120", 121: "120", 110: "100", 103: "103", 100: "100", 90: "90"}
 SETTING = "VLLM_USE_FLASHINFER_MOE_FP16"
 
 
