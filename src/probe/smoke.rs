@@ -71,6 +71,10 @@ pub struct ServedRun {
     /// Seconds from creating the engine to its being ready.
     #[serde(default)]
     pub start_seconds: f64,
+    /// Seconds of a first, untimed request before the timed one (what the engine compiles on
+    /// first use lands there, not in `tokens_per_s`); 0 where the proof made none.
+    #[serde(default)]
+    pub first_seconds: f64,
     /// Backends the proof kept the engine from choosing, and why (empty: it chose freely).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,

@@ -8,7 +8,7 @@
 //! decided in `resolve` on the typed values.
 
 use crate::resolve::Reason;
-use crate::resolve::kernels::Lacking;
+use crate::resolve::kernels::{Lacking, some_of};
 use crate::resolve::owners::{OtherDist, Via};
 
 pub(super) fn join<T: ToString>(items: &[T], sep: &str) -> String {
@@ -79,7 +79,7 @@ fn binaries_tail(optional: &[Lacking], unavailable: &[Lacking], unreadable: &[St
             .iter()
             .map(|l| format!("{} [optional: {}]", lacking(l), l.optional.as_deref().unwrap_or("")))
             .collect();
-        out += &format!("; without an image, as the recipe allows: {}", list.join("; "));
+        out += &format!("; without an image, as the recipe allows: {}", some_of(&list));
     }
     if !unavailable.is_empty() {
         let list: Vec<String> = unavailable
@@ -88,7 +88,7 @@ fn binaries_tail(optional: &[Lacking], unavailable: &[Lacking], unreadable: &[St
             .collect();
         out += &format!(
             "; not available there, since nothing you need uses it (`--need` makes it required): {}",
-            list.join("; ")
+            some_of(&list)
         );
     }
     if !unreadable.is_empty() {

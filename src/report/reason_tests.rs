@@ -60,6 +60,38 @@ fn the_binaries_verdict_reads_as_the_wheel_decision_writes_it() {
 }
 
 #[test]
+fn a_long_list_of_binaries_without_an_image_names_a_few_and_counts_the_rest() {
+    // flashinfer-cubin 0.6.8.post1: 10560 SM100-family cubins, none for 9.0, all optional; its
+    // verdict was one 4.8 MB line on the H200 (docs/gpu-proof.md §16).
+    let cubin = sass(100, 0x10_0000);
+    let files: Vec<(String, &_)> = (0..12)
+        .map(|i| (format!("flashinfer_cubin/cubins/k{i:02}.cubin"), &cubin))
+        .collect();
+    let optional = crate::recipe::binaries::OptionalBinaries {
+        files: vec!["flashinfer_cubin/cubins/**".into()],
+        matcher: crate::recipe::binaries::glob_set(&["flashinfer_cubin/cubins/**"]).unwrap(),
+        arch: vec![a("9.0")],
+        versions: None,
+        versions_spec: None,
+        why: "SM100 family only".into(),
+        span: None,
+    };
+    let c = kernels::check(&files, &[a("9.0")], None, &rules(std::slice::from_ref(&optional)));
+    let said = text(&c.reason());
+    assert_eq!(said, c.evidence());
+    assert!(
+        said.contains("k00.cubin for 9.0") && said.contains("k04.cubin for 9.0"),
+        "{said}"
+    );
+    assert!(!said.contains("k05.cubin"), "{said}");
+    assert!(said.ends_with("; and 7 more (`--json` names each)"), "{said}");
+    let Reason::ImagesHeld { optional, .. } = c.reason() else {
+        panic!("{:?}", c.reason())
+    };
+    assert_eq!(optional.len(), 12, "the data keeps every binary");
+}
+
+#[test]
 fn the_driver_verdict_reads_as_the_wheel_decision_writes_it() {
     let driver = |v: &str| Sourced {
         value: semver::Version::parse(v).unwrap(),

@@ -16,8 +16,13 @@ pub(super) fn served_text(
         .map(|r| {
             let backends: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let left_out: String = r.left_out.iter().map(left_out_text).collect();
+            let first = if r.first_seconds > 0.0 {
+                format!(" after a first request of {:.1} s", r.first_seconds)
+            } else {
+                String::new()
+            };
             format!(
-                "{}: {} tokens at {:.1} tokens/s{}{left_out}",
+                "{}: {} tokens at {:.1} tokens/s{first}{}{left_out}",
                 r.model,
                 r.tokens,
                 r.tokens_per_s,
@@ -71,6 +76,7 @@ mod tests {
             tokens_per_s: 128.0,
             backends: [("moe".to_string(), "TRITON".to_string())].into(),
             start_seconds: 60.0,
+            first_seconds: 0.0,
             left_out,
         };
         let served = |r| Served {
@@ -84,6 +90,15 @@ mod tests {
             plain,
             "serving proof serve/engine.py: vllm 0.20.0 served on 9.0 (NVIDIA H200) — moe: MixtralForCausalLM: \
              256 tokens at 128.0 tokens/s (moe TRITON) (99.0 s)"
+        );
+        // A first, untimed request (kernels compiled on first use) is said apart from the rate.
+        let first = ServedRun {
+            first_seconds: 23.4,
+            ..run(vec![])
+        };
+        assert!(
+            served_text("serve/engine.py", &[arch], 99.0, &served(first))
+                .contains("256 tokens at 128.0 tokens/s after a first request of 23.4 s (moe TRITON)"),
         );
         let l = LeftOut {
             backend: "FlashInfer CUTLASS".into(),

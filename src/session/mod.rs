@@ -110,7 +110,12 @@ pub struct Session {
     pub smoke_archs: Vec<Arch>,
     /// JIT proofs of the components in scope that compile kernels at run time.
     pub jit: BTreeMap<String, crate::probe::jit::JitOutcome>,
+    /// The verdict: the components the installed versions of the targets need, judged
+    /// ([`Session::judged_scope`]); what doctor, verify and install report.
     pub assessments: Vec<Assessment>,
+    /// Every component in `scope` judged, those only another version pins included: what the
+    /// plan starts from, since the solver may choose that version.
+    pub scope_assessments: Vec<Assessment>,
     /// Whether the Python facts came from the probe cache.
     pub probe_cache: CacheUse,
     /// Where each part of them came from (by component, by distribution).
@@ -201,6 +206,7 @@ impl Session {
             smoke_archs: found.smoke_archs,
             jit,
             assessments: Vec::new(),
+            scope_assessments: Vec::new(),
             probe_cache: found.cache_use,
             probe_sources: found.sources,
             locked_wheels: BTreeMap::new(),
@@ -210,7 +216,7 @@ impl Session {
             for_node: None,
             asked,
         };
-        s.assessments = s.assess(&s.facts, &s.scope);
+        s.judge();
         Ok(s)
     }
 
@@ -331,6 +337,32 @@ impl Session {
             needs: &self.needs,
             asked: &self.asked,
         }
+    }
+
+    /// The components the verdict judges: the targets' closure as the versions installed in
+    /// `facts` need it (a component only another version pins is no part of it), out of the
+    /// session's scope, which holds every version's pins for the solver.
+    fn judged_scope(&self, facts: &PythonFacts) -> Vec<(String, Vec<String>)> {
+        if self.request.targets.is_empty() {
+            return self.scope.clone();
+        }
+        let installed = |r: &crate::recipe::Recipe| {
+            let found = resolve::owners::found(r, facts);
+            found.first()?.dist.version.split('+').next()?.parse().ok()
+        };
+        self.set.closure_as_installed(&self.request.targets, &installed)
+    }
+
+    /// Judges the environment: the verdict on what the installed versions need, and every
+    /// component in scope for the plan.
+    fn judge(&mut self) {
+        let judged = self.judged_scope(&self.facts);
+        self.scope_assessments = self.assess(&self.facts, &self.scope);
+        self.assessments = if judged == self.scope {
+            self.scope_assessments.clone()
+        } else {
+            self.assess(&self.facts, &judged)
+        };
     }
 
     /// The components in `scope`, judged on `facts` and this session's binaries and smoke tests.

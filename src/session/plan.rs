@@ -157,7 +157,7 @@ impl Session {
         // Another node's facts (`--for`) are all there is: nothing here can be probed again.
         if changed.is_empty() || self.for_node.is_some() {
             let assessments = if changed.is_empty() {
-                self.assessments.clone()
+                self.scope_assessments.clone()
             } else {
                 self.assess(&self.facts, &scope)
             };

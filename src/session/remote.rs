@@ -70,6 +70,7 @@ impl Session {
             smoke_archs,
             jit: BTreeMap::new(),
             assessments: Vec::new(),
+            scope_assessments: Vec::new(),
             probe_cache: CacheUse::Hit,
             probe_sources: Sources {
                 distributions: CacheUse::Hit,
@@ -86,7 +87,7 @@ impl Session {
             for_node: Some(file.to_path_buf()),
             asked,
         };
-        s.assessments = s.assess(&s.facts, &s.scope);
+        s.judge();
         Ok(s)
     }
 }

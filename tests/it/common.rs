@@ -586,3 +586,17 @@ pub fn pypi_file(url: &str, sha256: &str) -> PathBuf {
     assert_eq!(got, sha256, "{url}");
     path
 }
+
+/// Writes a fixture package directory `name-version` with one module.
+pub fn package(dir: &std::path::Path, name: &str, version: &str) -> String {
+    let module = name.replace('-', "_");
+    let pkg = dir.join(format!("{name}-{version}"));
+    std::fs::create_dir_all(pkg.join(&module)).unwrap();
+    std::fs::write(
+        pkg.join("pyproject.toml"),
+        format!("[build-system]\nrequires = [\"setuptools>=61\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n[project]\nname = \"{name}\"\nversion = \"{version}\"\n[tool.setuptools]\npackages = [\"{module}\"]\n"),
+    )
+    .unwrap();
+    std::fs::write(pkg.join(&module).join("__init__.py"), "").unwrap();
+    pkg.display().to_string()
+}

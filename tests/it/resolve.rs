@@ -1,7 +1,7 @@
 //! The resolver: one version of each component with every constraint satisfied, adopted
 //! installs kept, explanations a person can follow, and a way out.
 
-use crate::common::{World, done, kiln_bare, stand_in, stdout_json, step, text};
+use crate::common::{World, done, kiln_bare, package, stand_in, stdout_json, step, text};
 
 fn versions(v: &serde_json::Value) -> Vec<(String, String)> {
     v["versions"]
@@ -189,20 +189,6 @@ fn a_user_pin_that_conflicts_with_an_installed_wheels_requires_dist_is_explained
         (t["action"].as_str(), t["version"].as_str()),
         (Some("reinstall"), Some("2.11.0"))
     );
-}
-
-/// Writes a fixture package directory `name-version` with one module.
-fn package(dir: &std::path::Path, name: &str, version: &str) -> String {
-    let module = name.replace('-', "_");
-    let pkg = dir.join(format!("{name}-{version}"));
-    std::fs::create_dir_all(pkg.join(&module)).unwrap();
-    std::fs::write(
-        pkg.join("pyproject.toml"),
-        format!("[build-system]\nrequires = [\"setuptools>=61\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n[project]\nname = \"{name}\"\nversion = \"{version}\"\n[tool.setuptools]\npackages = [\"{module}\"]\n"),
-    )
-    .unwrap();
-    std::fs::write(pkg.join(&module).join("__init__.py"), "").unwrap();
-    pkg.display().to_string()
 }
 
 #[test]

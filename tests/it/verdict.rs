@@ -117,3 +117,58 @@ fn install_ends_with_the_verdict_doctor_gives_right_after() {
     );
     assert!(w.py("import kiln_fixture_cuda").is_err(), "nothing installed: {all}");
 }
+
+/// Ground truth, the H200 (docs/gpu-proof.md §16): sglang 0.5.11 installed and served, and
+/// install's verdict called it not ok because sgl-deep-gemm and sgl-flash-mla, which only sglang
+/// 0.5.23 pins, were `missing`; no kiln.lock was written. The verdict judges what the installed
+/// version needs; the plan still sees every version's pins.
+#[test]
+fn the_verdict_judges_what_the_installed_version_needs_not_what_another_version_pins() {
+    let w = World::new();
+    let (r, p) = (w.dir.path().join("versioned"), w.dir.path().join("versioned-packages"));
+    std::fs::create_dir_all(&r).unwrap();
+    let recipe = |name: &str, versions: &[(&str, &str)]| {
+        let mut s = format!(
+            "[package]\nname = \"{name}\"\ndist = \"kiln-{name}\"\naccepts = \">=1\"\n[verify]\nimports = [\"kiln_{name}\"]\n"
+        );
+        for (v, deps) in versions {
+            let path = crate::common::package(&p, &format!("kiln-{name}"), v);
+            s += &format!("[[versions]]\nversion = \"{v}\"\npath = \"{path}\"\ndepends = {{ {deps} }}\n");
+        }
+        std::fs::write(r.join(format!("{name}.toml")), s).unwrap();
+    };
+    recipe(
+        "engine",
+        &[("2.0.0", "newkernels = \"*\""), ("1.0.0", "oldkernels = \"*\"")],
+    );
+    recipe("newkernels", &[("1.0.0", "")]);
+    recipe("oldkernels", &[("1.0.0", "")]);
+    let kiln = |args: &[&str]| w.kiln_with(&r).args(args).output().unwrap();
+    let out = kiln(&["install", "--json", "engine==1.0.0"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["result"], "ok", "{v}");
+    let judged = statuses(&v);
+    assert_eq!(judged.get("newkernels"), None, "{v}");
+    assert_eq!(
+        (judged["engine"].as_str(), judged["oldkernels"].as_str()),
+        ("ok", "ok"),
+        "{v}"
+    );
+    let out = kiln(&["doctor", "--json", "engine"]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    assert_eq!(statuses(&stdout_json(&out)), judged);
+    let lock = w.dir.path().join("kiln.lock");
+    let out = kiln(&["lock", "engine", "-o", lock.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        std::fs::read_to_string(&lock)
+            .unwrap()
+            .contains("name = \"oldkernels\"")
+    );
+    // The solver still sees 2.0.0 and what it pins: asked for, the plan moves to it.
+    let v = stdout_json(&kiln(&["plan", "--json", "engine==2.0.0"]));
+    let engine = crate::common::step(&v, "engine");
+    assert_eq!(engine["version"], "2.0.0", "{v}");
+    assert_eq!(crate::common::step(&v, "newkernels")["action"], "build", "{v}");
+}

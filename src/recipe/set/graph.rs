@@ -2,8 +2,9 @@
 //! the cycles a set must not have. Both walk borrowed names with hash maps from `rustc-hash`, so
 //! that a set of ten thousand recipes is walked in milliseconds.
 //!
-//! It deliberately ignores versions: the closure includes every version's own pins, because the
-//! solver may pick any of them.
+//! It ignores versions, with one exception: the closure includes every version's own pins,
+//! because the solver may pick any of them, unless the caller names the version it judges (the
+//! installed one: [`RecipeSet::closure_as_installed`]); then only that version's pins count.
 
 use std::collections::BTreeSet;
 
@@ -27,6 +28,29 @@ impl RecipeSet {
     /// [`RecipeSet::closure`], borrowing: the recipes themselves and their features' names.
     /// Unknown target names are skipped.
     pub fn closure_of<'a: 't, 't>(&'a self, targets: &'t [(String, Vec<String>)]) -> Vec<(&'a Recipe, Vec<&'t str>)> {
+        self.closure_picking(targets, &|_| None)
+    }
+
+    /// The closure as installed versions need it: where `installed` gives a recipe's installed
+    /// version and one of its `[[versions]]` is that version, only that version's pins are
+    /// followed (sglang 0.5.11 installed needs none of the kernel packages only 0.5.23 pins);
+    /// elsewhere every version's, as in [`RecipeSet::closure`].
+    pub fn closure_as_installed(
+        &self,
+        targets: &[(String, Vec<String>)],
+        installed: &dyn Fn(&Recipe) -> Option<pep440_rs::Version>,
+    ) -> Vec<(String, Vec<String>)> {
+        self.closure_picking(targets, installed)
+            .into_iter()
+            .map(|(r, f)| (r.name.clone(), f.into_iter().map(str::to_string).collect()))
+            .collect()
+    }
+
+    fn closure_picking<'a: 't, 't>(
+        &'a self,
+        targets: &'t [(String, Vec<String>)],
+        installed: &dyn Fn(&Recipe) -> Option<pep440_rs::Version>,
+    ) -> Vec<(&'a Recipe, Vec<&'t str>)> {
         let mut features: FxHashMap<&'t str, (&'a Recipe, BTreeSet<&'t str>)> = FxHashMap::default();
         let mut stack: Vec<(&'t str, &'t [String])> = targets.iter().map(|(n, f)| (n.as_str(), f.as_slice())).collect();
         while let Some((name, feats)) = stack.pop() {
@@ -42,11 +66,14 @@ impl RecipeSet {
                 continue;
             }
             let all: Vec<String> = entry.iter().map(|f| f.to_string()).collect();
-            // Every version's own pins too: the solver may pick any of them.
-            for d in r
-                .depends_with(&all)
-                .chain(r.versions.iter().flat_map(|v| v.depends.iter()))
-            {
+            // Every version's own pins too (the solver may pick any of them), or only the
+            // installed version's where the caller judges that one.
+            let have = installed(r).filter(|v| r.versions.iter().any(|e| &e.version == v));
+            let versions = r
+                .versions
+                .iter()
+                .filter(|e| have.as_ref().is_none_or(|v| &e.version == v));
+            for d in r.depends_with(&all).chain(versions.flat_map(|v| v.depends.iter())) {
                 // Skip what is already known with these features (most edges, in large sets).
                 if features
                     .get(d.name.as_str())

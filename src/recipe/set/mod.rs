@@ -265,6 +265,31 @@ mod tests {
     }
 
     #[test]
+    fn the_closure_as_installed_follows_only_the_installed_versions_pins() {
+        // sglang 0.5.23 pins kernel packages that 0.5.11 does not; with 0.5.11 installed, doctor
+        // judges 0.5.11's closure (on the H200 it had called sgl-flash-mla `missing`).
+        let app = "[package]\nname = \"app\"\n[source]\npath = \".\"\n[depends]\nc = \"*\"\n\
+                   [[versions]]\nversion = \"2\"\ndepends = { new = \"*\" }\n\
+                   [[versions]]\nversion = \"1\"\ndepends = { old = \"*\" }\n";
+        let s = set(&[
+            ("app", app),
+            ("c", &recipe("c", "")),
+            ("new", &recipe("new", "")),
+            ("old", &recipe("old", "")),
+        ])
+        .unwrap();
+        let t = [("app".to_string(), vec![])];
+        let names = |v: Vec<(String, Vec<String>)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        let at = |v: &'static str| move |r: &crate::recipe::Recipe| (r.name == "app").then(|| v.parse().unwrap());
+        assert_eq!(names(s.closure(&t)), ["c", "new", "old", "app"]);
+        assert_eq!(names(s.closure_as_installed(&t, &|_| None)), ["c", "new", "old", "app"]);
+        assert_eq!(names(s.closure_as_installed(&t, &at("1"))), ["c", "old", "app"]);
+        assert_eq!(names(s.closure_as_installed(&t, &at("2"))), ["c", "new", "app"]);
+        // A version the recipe does not list: every version's pins, as for the solver.
+        assert_eq!(names(s.closure_as_installed(&t, &at("3"))), ["c", "new", "old", "app"]);
+    }
+
+    #[test]
     fn a_large_set_is_loaded_in_parallel_and_reported_in_file_order() {
         // More files than one thread takes: blocks come back from several threads.
         let n = 3000;
