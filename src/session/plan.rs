@@ -237,6 +237,11 @@ impl Session {
                 .display()
                 .to_string(),
             nvcc,
+            cxx_launcher: crate::compile_cache::launcher::path(&settings.cache_dir)
+                .display()
+                .to_string(),
+            // The user's own C++ compiler, which the launcher runs in its place.
+            cxx: std::env::var("CXX").ok().filter(|c| !c.is_empty()),
         };
         Some((backend.shown(), wiring))
     }

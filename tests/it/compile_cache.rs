@@ -163,12 +163,14 @@ fn a_second_node_compiles_nothing_that_the_first_compiled_and_a_new_arch_compile
     std::fs::create_dir_all(&tmp).unwrap();
     let node1 = |args: &[&str]| kiln(&w, &w.python, &w.cache, &tmp, &url, args);
 
-    // Node 1: three translation units, each compiled once and stored in Redis.
+    // Node 1: three CUDA translation units and the C++ binding (compiled by `CXX`, as torch's
+    // extension builder compiles one), each compiled once and stored in Redis.
     let first = Instant::now();
     let c1 = cache_record(&node1(&["install", "--json", "--arch", "12.0"]));
     let t1 = first.elapsed();
     assert_eq!(counts(&c1).0, 0, "{c1}");
-    assert_eq!(counts(&c1).1, 3, "{c1}");
+    assert_eq!(counts(&c1).1, 4, "{c1}");
+    assert_eq!(c1["by_language"]["C/C++"], serde_json::json!([0, 1]), "{c1}");
     assert_eq!(c1["backend"], url);
 
     // A change to the recipe's build table: a new wheel key, the same compiler command lines.
@@ -192,17 +194,22 @@ fn a_second_node_compiles_nothing_that_the_first_compiled_and_a_new_arch_compile
         format!("{sccache} {}", cuda13_0().join("bin/nvcc").display())
     );
     assert_eq!(s["env"]["SCCACHE_SERVER_UDS"], "<sccache socket>");
+    // C++ through kiln's launcher, one program (torch runs `CXX` as one), in front of `c++`.
+    assert!(s["env"]["CXX"].as_str().unwrap().ends_with("tools/launchers/c++"), "{s}");
+    assert_eq!(s["env"]["KILN_CXX"], "c++", "{s}");
 
-    // Node 2: every translation unit from the cache, nothing compiled, not even device code.
+    // Node 2: every translation unit from the cache, nothing compiled, not even device code or
+    // the C++ binding (before kiln's launcher, torch's C++ side was compiled on every node).
     let second = Instant::now();
     let out = node2(&["install", "--json", "--arch", "12.0"]);
     let t2 = second.elapsed();
     let c2 = cache_record(&out);
-    assert_eq!(counts(&c2), (3, 0, 0), "{c2}");
+    assert_eq!(counts(&c2), (4, 0, 0), "{c2}");
+    assert_eq!(c2["by_language"]["C/C++"], serde_json::json!([1, 0]), "{c2}");
     assert_eq!(c2["errors"], serde_json::Value::Null, "{c2}");
     assert!(!text(&out.stderr).contains("warning:"), "{}", text(&out.stderr));
     eprintln!(
-        "node 1 install: {:.1} s, 3 compiled; node 2 install: {:.1} s, 3 hits",
+        "node 1 install: {:.1} s, 4 compiled; node 2 install: {:.1} s, 4 hits",
         t1.as_secs_f64(),
         t2.as_secs_f64()
     );
@@ -225,14 +232,16 @@ fn a_second_node_compiles_nothing_that_the_first_compiled_and_a_new_arch_compile
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .find(|e| e["kind"] == "finished" && e["step"] == "fixture-cuda")
         .unwrap();
-    assert_eq!(finished["compile_cache"]["hits"], 3, "{finished}");
+    assert_eq!(finished["compile_cache"]["hits"], 4, "{finished}");
     let timings = std::fs::read_to_string(logs.join("timings.html")).unwrap();
-    assert!(timings.contains("compile cache: 3 hits, 0 compiled"), "{timings}");
+    assert!(timings.contains("compile cache: 4 hits, 0 compiled"), "{timings}");
 
-    // The key stays honest: another arch is another command line, so it compiles again.
+    // The key stays honest: another arch is another command line, so the CUDA units compile
+    // again; the C++ binding, whose command line has no arch, is a hit.
     let c3 = cache_record(&node2(&["install", "--json", "--arch", "9.0"]));
-    assert_eq!(counts(&c3).0, 0, "{c3}");
+    assert_eq!(counts(&c3).0, 1, "{c3}");
     assert_eq!(counts(&c3).1, 3, "{c3}");
+    assert_eq!(c3["by_language"]["C/C++"], serde_json::json!([1, 0]), "{c3}");
     let doctor = stdout_json(&node2(&["doctor", "--json", "--arch", "9.0"]));
     assert_eq!(component(&doctor, "fixture-cuda")["status"], "ok");
     redis.stop();
@@ -302,7 +311,7 @@ fn stopping_redis_mid_build_leaves_the_build_green_with_one_warning() {
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(warnings[0].contains("stopped answering"), "{stderr}");
     let c = cache_record(&out);
-    assert_eq!(counts(&c).1, 3, "every unit compiled, none failed: {c}");
+    assert_eq!(counts(&c).1, 4, "every unit compiled, none failed: {c}");
     assert!(c["uncached"].as_str().unwrap().contains("stopped answering"), "{c}");
     let v = stdout_json(&kiln(
         &w,
