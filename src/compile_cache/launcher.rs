@@ -45,7 +45,9 @@ pub fn ensure(cache: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(fail)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(fail)?;
     std::io::Write::write_all(&mut tmp, SCRIPT.as_bytes()).map_err(fail)?;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o755))
+        .map_err(fail)?;
     tmp.persist(&to).map_err(|e| fail(e.error))?;
     Ok(to)
 }
@@ -62,7 +64,11 @@ mod tests {
         // A stand-in sccache (its process is named `sccache`) that says how it was called, or
         // with `run` runs the rest as its child, as sccache runs a compiler.
         let fake = dir.path().join("sccache");
-        std::fs::write(&fake, "#!/bin/sh\nif [ \"$1\" = run ]; then shift; \"$@\"; exit; fi\necho \"sccache $*\"\n").unwrap();
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nif [ \"$1\" = run ]; then shift; \"$@\"; exit; fi\necho \"sccache $*\"\n",
+        )
+        .unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let out = std::process::Command::new(&launcher)
             .args(["-c", "x.cpp"])

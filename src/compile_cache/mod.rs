@@ -278,11 +278,25 @@ mod tests {
             cxx: None,
         };
         let env = w.env("/s.sock", true, None);
-        assert_eq!((env["CXX"].as_str(), env["KILN_CXX"].as_str()), ("/k/tools/launchers/c++", "c++"));
+        assert_eq!(
+            (env["CXX"].as_str(), env["KILN_CXX"].as_str()),
+            ("/k/tools/launchers/c++", "c++")
+        );
         assert_eq!(env["KILN_SCCACHE"], "/c/sccache");
-        assert_eq!(w.env("/s.sock", true, Some("g++-12"))["KILN_CXX"], "g++-12", "the recipe's compiler");
-        let mine = Wiring { cxx: Some("clang++".into()), ..w.clone() };
-        assert_eq!(mine.env("/s.sock", true, None)["KILN_CXX"], "clang++", "the user's compiler");
+        assert_eq!(
+            w.env("/s.sock", true, Some("g++-12"))["KILN_CXX"],
+            "g++-12",
+            "the recipe's compiler"
+        );
+        let mine = Wiring {
+            cxx: Some("clang++".into()),
+            ..w.clone()
+        };
+        assert_eq!(
+            mine.env("/s.sock", true, None)["KILN_CXX"],
+            "clang++",
+            "the user's compiler"
+        );
         assert_eq!(env["PYTORCH_NVCC"], "/c/sccache /cuda/bin/nvcc");
         assert_eq!(env["CMAKE_CUDA_COMPILER_LAUNCHER"], "/c/sccache");
         assert_eq!(env["SCCACHE_SERVER_UDS"], "/s.sock");

@@ -417,7 +417,11 @@ mod tests {
     #[test]
     fn the_compile_cache_joins_the_env_the_plan_shows_and_the_run_fills_its_socket_in() {
         let build = Build {
-            env: [("PYTORCH_NVCC".to_string(), t("mine")), ("CXX".to_string(), t("g++-12"))].into(),
+            env: [
+                ("PYTORCH_NVCC".to_string(), t("mine")),
+                ("CXX".to_string(), t("g++-12")),
+            ]
+            .into(),
             ..Build::default()
         };
         let mut spec = BuildSpec::new(&build, &vars(2)).unwrap();
@@ -433,7 +437,10 @@ mod tests {
         assert_eq!(shown["CMAKE_CUDA_COMPILER_LAUNCHER"], "/c/sccache");
         assert_eq!(shown["PYTORCH_NVCC"], "mine", "the recipe's value wins");
         // The recipe's C++ compiler runs behind the launcher.
-        assert_eq!((shown["CXX"].as_str(), shown["KILN_CXX"].as_str()), ("/k/tools/launchers/c++", "g++-12"));
+        assert_eq!(
+            (shown["CXX"].as_str(), shown["KILN_CXX"].as_str()),
+            ("/k/tools/launchers/c++", "g++-12")
+        );
         assert_eq!(
             serde_json::to_value(&spec).unwrap()["compile_cache"],
             "redis://cache:6379"
@@ -445,7 +452,11 @@ mod tests {
         assert!(!env.contains_key("CMAKE_CUDA_COMPILER_LAUNCHER"));
         run.compile_cache = None;
         assert!(!spec.env_with(&run).contains_key("SCCACHE_SERVER_UDS"));
-        assert_eq!(spec.env_with(&run)["CXX"], "g++-12", "no compile cache: the recipe's own");
+        assert_eq!(
+            spec.env_with(&run)["CXX"],
+            "g++-12",
+            "no compile cache: the recipe's own"
+        );
     }
 
     #[test]

@@ -195,7 +195,10 @@ fn a_second_node_compiles_nothing_that_the_first_compiled_and_a_new_arch_compile
     );
     assert_eq!(s["env"]["SCCACHE_SERVER_UDS"], "<sccache socket>");
     // C++ through kiln's launcher, one program (torch runs `CXX` as one), in front of `c++`.
-    assert!(s["env"]["CXX"].as_str().unwrap().ends_with("tools/launchers/c++"), "{s}");
+    assert!(
+        s["env"]["CXX"].as_str().unwrap().ends_with("tools/launchers/c++"),
+        "{s}"
+    );
     assert_eq!(s["env"]["KILN_CXX"], "c++", "{s}");
 
     // Node 2: every translation unit from the cache, nothing compiled, not even device code or

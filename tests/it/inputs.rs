@@ -13,14 +13,14 @@ use crate::common::{World, git, sh, stdout_json, text, venv};
 
 /// What the test made: the git input (a repository with a submodule), its commit, the
 /// submodule's repository, the archive and its sha256.
-struct Inputs {
-    repo: PathBuf,
-    commit: String,
+pub(crate) struct Inputs {
+    pub repo: PathBuf,
+    pub commit: String,
     sub: PathBuf,
-    archive: PathBuf,
-    sha: String,
-    wheel: PathBuf,
-    wheel_sha: String,
+    pub archive: PathBuf,
+    pub sha: String,
+    pub wheel: PathBuf,
+    pub wheel_sha: String,
 }
 
 /// The package: its build reads two inputs through the variables the recipe declares, and
@@ -45,7 +45,7 @@ pathlib.Path("kiln_fixture_inputs/__init__.py").write_text(
 setup(name="kiln-fixture-inputs", version="1.0.0", packages=["kiln_fixture_inputs"])
 "#;
 
-fn make_inputs(w: &World) -> Inputs {
+pub(crate) fn make_inputs(w: &World) -> Inputs {
     let root = w.dir.path();
     let sub = root.join("sub-repo");
     std::fs::create_dir_all(&sub).unwrap();
@@ -178,7 +178,7 @@ fn module(python: &Path) -> serde_json::Value {
 }
 
 /// Whether this machine lets an unprivileged build run in a network namespace of its own.
-fn namespaces_work() -> bool {
+pub(crate) fn namespaces_work() -> bool {
     std::process::Command::new("unshare")
         .args(["-rn", "true"])
         .status()

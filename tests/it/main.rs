@@ -16,6 +16,7 @@ mod fatbin;
 mod flashinfer;
 mod fuzz;
 mod inputs;
+mod inputs_cmake;
 mod integrity;
 mod jit;
 mod layers;
