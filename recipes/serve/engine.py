@@ -152,7 +152,7 @@ def serve_sglang(root):
         )
         started = time.time() - t0
         try:
-            first = timed_first(lambda: engine.generate(prompts()[:1], {"max_new_tokens": 4, "temperature": 0.0}))
+            first = timed_first(lambda: engine.generate(prompts(), {"max_new_tokens": 4, "temperature": 0.0}))
             t1 = time.time()
             outs = engine.generate(
                 prompts(), {"max_new_tokens": NEW_TOKENS, "temperature": 0.0, "ignore_eos": True}
@@ -385,7 +385,7 @@ def serve_vllm_one(d, moe):
     )
     started = time.time() - t0
     params = SamplingParams(max_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
-    first = timed_first(lambda: llm.generate(prompts()[:1], SamplingParams(max_tokens=4, temperature=0.0)))
+    first = timed_first(lambda: llm.generate(prompts(), SamplingParams(max_tokens=4, temperature=0.0)))
     t1 = time.time()
     outs = llm.generate(prompts(), params)
     seconds = time.time() - t1
@@ -399,8 +399,8 @@ def serve_vllm_one(d, moe):
 
 
 def timed_first(generate):
-    """Seconds of a first, untimed request (one prompt, 4 tokens): kernels an engine compiles on
-    first use land here, not in the rate. On a cold flashinfer JIT cache SGLang's dense model
+    """Seconds of a first, untimed request (the same prompts, 4 tokens each, so the same batch
+    shapes): kernels an engine compiles on first use land here, not in the rate. On a cold flashinfer JIT cache SGLang's dense model
     reported 10.8 tokens/s on the H200 with this inside the timed call (docs/gpu-proof.md §16)."""
     t = time.time()
     generate()

@@ -1,15 +1,20 @@
 //! The C++ compiler kiln names in `CXX` under `--compile-cache`: one program that runs
 //! `sccache <the real compiler> ARGS`. torch's extension builder needs `CXX` to be one program
 //! (`get_cxx_compiler()` and `check_compiler_ok_for_platform()`, torch/utils/cpp_extension.py:380
-//! in torch 2.11: `shutil.which(CXX)`, then the resolved path must name a known compiler, which
-//! `.../c++` does), so `CXX="sccache g++"` is no compiler to it; without this the C++ side of a
-//! torch extension was never cached (node 2 of `bench/torchext` on the H200 took 31.9 s of 96.8).
+//! in torch 2.11: `shutil.which(CXX)`, then the resolved path must contain a name it accepts:
+//! `g++`, `gcc`, `clang++`...; the launcher is named `g++` for that), so `CXX="sccache g++"` is no
+//! compiler to it; without this the C++ side of a torch extension was never cached (node 2 of
+//! `bench/torchext` on the H200 took 31.9 s of 96.8).
 //!
 //! The script is the same on every node (the real compiler and sccache come from `KILN_CXX` and
-//! `KILN_SCCACHE` in the build's environment), so its content is no part of any cache key. Where
-//! sccache itself runs it (a CMake launcher in front of `CXX`, which kiln also sets, or vLLM's
-//! setup.py adding one where sccache is on `PATH`), it runs the real compiler directly: one
-//! cache lookup per translation unit, not two.
+//! `KILN_SCCACHE` in the build's environment). `KILN_CXX` is an executable path (spaces kept) or
+//! a command line (`g++ -pthread`, split on blanks). Under the launcher a CMake build's C++
+//! compiler is the launcher itself, so the wiring sets no `CMAKE_CXX_COMPILER_LAUNCHER` (sccache
+//! would then hash this script, not the real compiler). Where sccache runs it anyway (vLLM's
+//! setup.py adds `-DCMAKE_CXX_COMPILER_LAUNCHER=sccache` where sccache is on `PATH`), it runs
+//! the real compiler directly: one lookup, keyed by the launcher and, through
+//! `SCCACHE_C_CUSTOM_CACHE_BUSTER`, by the text of `KILN_CXX`, not by the compiler's binary.
+//! A `KILN_CXX` that is the launcher itself is refused (it would run itself forever).
 //!
 //! It owns only that script; which builds get it is the wiring's ([`super::Wiring`]).
 
@@ -22,15 +27,29 @@ pub const DEFAULT_CXX: &str = "c++";
 const SCRIPT: &str = r#"#!/bin/sh
 # kiln's C++ compiler under --compile-cache: sccache in front of $KILN_CXX (see kiln's
 # src/compile_cache/launcher.rs). Run by sccache itself, it runs the compiler directly.
-if [ "$(cat /proc/$PPID/comm 2>/dev/null)" = sccache ]; then
-  exec ${KILN_CXX:-c++} "$@"
+cxx=${KILN_CXX:-c++}
+if [ -x "$cxx" ]; then
+  set -- "$cxx" "$@"
+else
+  set -f
+  set -- $cxx "$@"
+  set +f
 fi
-exec "${KILN_SCCACHE:?KILN_SCCACHE is not set}" ${KILN_CXX:-c++} "$@"
+me=$(readlink -f -- "$0")
+real=$(command -v -- "$1" 2>/dev/null)
+if [ -n "$real" ] && [ "$(readlink -f -- "$real")" = "$me" ]; then
+  echo "kiln's C++ launcher: KILN_CXX ($KILN_CXX) is the launcher itself; name the real compiler" >&2
+  exit 2
+fi
+if [ "$(cat /proc/$PPID/comm 2>/dev/null)" = sccache ]; then
+  exec "$@"
+fi
+exec "${KILN_SCCACHE:?KILN_SCCACHE is not set}" "$@"
 "#;
 
-/// Where the launcher lives in kiln's cache (named `c++`, a name torch accepts).
+/// Where the launcher lives in kiln's cache (named `g++`, a name torch accepts).
 pub fn path(cache: &Path) -> PathBuf {
-    cache.join("tools").join("launchers").join("c++")
+    cache.join("tools").join("launchers").join("g++")
 }
 
 /// Writes the launcher where [`path`] says, unless it is there as it should be.
@@ -87,6 +106,32 @@ mod tests {
             .output()
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "g++ -c x.cpp\n");
+        // A compiler path with a space is one program; a command line is split.
+        let spaced = dir.path().join("gcc 12");
+        std::fs::create_dir_all(&spaced).unwrap();
+        let cxx = spaced.join("g++");
+        std::fs::write(&cxx, "#!/bin/sh\necho \"real $*\"\n").unwrap();
+        std::fs::set_permissions(&cxx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let run = |kiln_cxx: &std::ffi::OsStr| {
+            let out = std::process::Command::new(&fake)
+                .arg("run")
+                .arg(&launcher)
+                .arg("-c")
+                .env("KILN_SCCACHE", &fake)
+                .env("KILN_CXX", kiln_cxx)
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).to_string(),
+                String::from_utf8_lossy(&out.stderr).to_string(),
+            )
+        };
+        assert_eq!(run(cxx.as_os_str()).1, "real -c\n");
+        // Itself as the compiler: refused, not a loop.
+        let (code, _, err) = run(launcher.as_os_str());
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("is the launcher itself"), "{err}");
         // Without KILN_SCCACHE it says so, and fails.
         let out = std::process::Command::new(&launcher)
             .env_remove("KILN_SCCACHE")

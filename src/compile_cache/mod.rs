@@ -7,7 +7,7 @@
 //!   sccache variables that select it (`SCCACHE_REDIS_ENDPOINT`, `SCCACHE_DIR`) and a check that
 //!   it answers (a Redis `PING` with a short time limit; a directory kiln can write).
 //! - [`wiring`]: the environment that puts sccache in front of each upstream build's compilers —
-//!   `CMAKE_{C,CXX,CUDA}_COMPILER_LAUNCHER` (CMake >= 3.17 reads them as the defaults of
+//!   `CMAKE_{C,CUDA}_COMPILER_LAUNCHER` (CMake >= 3.17 reads them as the defaults of
 //!   `CMAKE_<LANG>_COMPILER_LAUNCHER`: cmake.org/cmake/help/latest/envvar/CMAKE_LANG_COMPILER_LAUNCHER.html)
 //!   for vLLM and sglang-kernel, `PYTORCH_NVCC` for torch's extension builder (flash-attn:
 //!   torch/utils/cpp_extension.py:3029-3030 in torch 2.11 writes it into build.ninja as `nvcc`),
@@ -164,12 +164,12 @@ pub struct Wiring {
 /// Variables the wiring sets (a recipe's own value for one of them wins).
 pub const WIRING_KEYS: &[&str] = &[
     "CMAKE_CUDA_COMPILER_LAUNCHER",
-    "CMAKE_CXX_COMPILER_LAUNCHER",
     "CMAKE_C_COMPILER_LAUNCHER",
     "CXX",
     "KILN_CXX",
     "KILN_SCCACHE",
     "PYTORCH_NVCC",
+    "SCCACHE_C_CUSTOM_CACHE_BUSTER",
     "SCCACHE_IGNORE_SERVER_IO_ERROR",
     "SCCACHE_SERVER_UDS",
     "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES",
@@ -187,11 +187,14 @@ impl Wiring {
         set("SCCACHE_SERVER_UDS", socket);
         set("SCCACHE_IGNORE_SERVER_IO_ERROR", "1");
         set("CMAKE_C_COMPILER_LAUNCHER", &self.sccache);
-        set("CMAKE_CXX_COMPILER_LAUNCHER", &self.sccache);
+        // C++ goes through the launcher, which CMake takes as the compiler (from `CXX`): no
+        // CMAKE_CXX_COMPILER_LAUNCHER, or sccache would hash the launcher, not the compiler.
         set("CXX", &self.cxx_launcher);
         set("KILN_SCCACHE", &self.sccache);
         let cxx = recipe_cxx.or(self.cxx.as_deref()).unwrap_or(launcher::DEFAULT_CXX);
         set("KILN_CXX", cxx);
+        // Where sccache runs the launcher anyway, the compiler it names is in the key.
+        set("SCCACHE_C_CUSTOM_CACHE_BUSTER", &format!("kiln-cxx:{cxx}"));
         if let (true, Some(nvcc)) = (cuda, &self.nvcc) {
             set("CMAKE_CUDA_COMPILER_LAUNCHER", &self.sccache);
             set("PYTORCH_NVCC", &format!("{} {nvcc}", self.sccache));
@@ -274,13 +277,13 @@ mod tests {
         let w = Wiring {
             sccache: "/c/sccache".into(),
             nvcc: Some("/cuda/bin/nvcc".into()),
-            cxx_launcher: "/k/tools/launchers/c++".into(),
+            cxx_launcher: "/k/tools/launchers/g++".into(),
             cxx: None,
         };
         let env = w.env("/s.sock", true, None);
         assert_eq!(
             (env["CXX"].as_str(), env["KILN_CXX"].as_str()),
-            ("/k/tools/launchers/c++", "c++")
+            ("/k/tools/launchers/g++", "c++")
         );
         assert_eq!(env["KILN_SCCACHE"], "/c/sccache");
         assert_eq!(
@@ -303,6 +306,6 @@ mod tests {
         assert!(env.keys().all(|k| WIRING_KEYS.contains(&k.as_str())));
         let host_only = w.env("/s.sock", false, None);
         assert!(!host_only.contains_key("PYTORCH_NVCC"));
-        assert_eq!(host_only["CMAKE_CXX_COMPILER_LAUNCHER"], "/c/sccache");
+        assert_eq!(host_only["CMAKE_C_COMPILER_LAUNCHER"], "/c/sccache");
     }
 }

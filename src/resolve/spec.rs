@@ -428,7 +428,7 @@ mod tests {
         let wiring = Wiring {
             sccache: "/c/sccache".into(),
             nvcc: Some("/cuda/bin/nvcc".into()),
-            cxx_launcher: "/k/tools/launchers/c++".into(),
+            cxx_launcher: "/k/tools/launchers/g++".into(),
             cxx: None,
         };
         spec.compile_cache = Some(("redis://cache:6379".into(), wiring));
@@ -439,7 +439,7 @@ mod tests {
         // The recipe's C++ compiler runs behind the launcher.
         assert_eq!(
             (shown["CXX"].as_str(), shown["KILN_CXX"].as_str()),
-            ("/k/tools/launchers/c++", "g++-12")
+            ("/k/tools/launchers/g++", "g++-12")
         );
         assert_eq!(
             serde_json::to_value(&spec).unwrap()["compile_cache"],

@@ -130,10 +130,11 @@ pub fn pin(set: &mut RecipeSet, lock: &Lock, path: &Path) -> Result<(), SessionE
 }
 
 impl Session {
-    /// The archs the installed components in scope were built for, when they agree on one set
+    /// The archs the installed components the verdict judges were built for, when they agree on one set
     /// ([`component_archs`]): what `kiln lock` without `--arch` locks them for.
     pub fn installed_archs(&self) -> Option<Vec<Arch>> {
-        let records: Vec<Locked> = self.scope.iter().filter_map(|(n, _)| self.locked(n)).collect();
+        // The components the verdict judges: what only another version pins is not locked.
+        let records: Vec<Locked> = self.assessments.iter().filter_map(|a| self.locked(&a.name)).collect();
         component_archs(records.iter().map(|l| l.archs.as_slice()))
     }
 
@@ -240,7 +241,9 @@ impl Session {
             .iter()
             .filter_map(|c| self.locked(&c.name).map(|l| (c.name.clone(), l)))
             .collect();
-        for a in self.assessments.iter_mut().filter(|a| a.status == Status::Ok) {
+        // Both the verdict and what the plan starts from.
+        let judged = self.assessments.iter_mut().chain(self.scope_assessments.iter_mut());
+        for a in judged.filter(|a| a.status == Status::Ok) {
             let (Some(want), Some(have)) = (lock.components.iter().find(|c| c.name == a.name), found.get(&a.name))
             else {
                 continue;

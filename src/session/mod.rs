@@ -261,11 +261,13 @@ impl Session {
         let planned = resolve::solve::solve(&self.set, &self.facts, &self.request)
             .map(|s| s.chosen)
             .unwrap_or_default();
+        // The consumers the verdict judges (a component only another version pins is none).
         let consumers: Vec<(String, Option<pep440_rs::Version>)> = self
-            .scope
+            .assessments
             .iter()
-            .filter(|(n, _)| self.set.get(n).is_some_and(|r| !r.backends.is_empty()))
-            .map(|(n, _)| {
+            .map(|a| &a.name)
+            .filter(|n| self.set.get(n).is_some_and(|r| !r.backends.is_empty()))
+            .map(|n| {
                 let v = self
                     .installed_version(n)
                     .or_else(|| planned.get(n).and_then(|v| v.parse().ok()));

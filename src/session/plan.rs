@@ -232,16 +232,18 @@ impl Session {
             .as_ref()
             .and_then(|t| t.home.as_ref())
             .map(|h| h.join("bin").join("nvcc").display().to_string());
+        let launcher = crate::compile_cache::launcher::path(&settings.cache_dir);
         let wiring = crate::compile_cache::Wiring {
             sccache: crate::compile_cache::tool::planned(&settings.cache_dir)
                 .display()
                 .to_string(),
             nvcc,
-            cxx_launcher: crate::compile_cache::launcher::path(&settings.cache_dir)
-                .display()
-                .to_string(),
-            // The user's own C++ compiler, which the launcher runs in its place.
-            cxx: std::env::var("CXX").ok().filter(|c| !c.is_empty()),
+            cxx_launcher: launcher.display().to_string(),
+            // The user's own C++ compiler, which the launcher then runs in its place (never
+            // the launcher itself: a kiln inside a build of kiln's sees that).
+            cxx: std::env::var("CXX")
+                .ok()
+                .filter(|c| !c.is_empty() && std::path::Path::new(c) != launcher.as_path()),
         };
         Some((backend.shown(), wiring))
     }

@@ -196,7 +196,7 @@ fn a_second_node_compiles_nothing_that_the_first_compiled_and_a_new_arch_compile
     assert_eq!(s["env"]["SCCACHE_SERVER_UDS"], "<sccache socket>");
     // C++ through kiln's launcher, one program (torch runs `CXX` as one), in front of `c++`.
     assert!(
-        s["env"]["CXX"].as_str().unwrap().ends_with("tools/launchers/c++"),
+        s["env"]["CXX"].as_str().unwrap().ends_with("tools/launchers/g++"),
         "{s}"
     );
     assert_eq!(s["env"]["KILN_CXX"], "c++", "{s}");
