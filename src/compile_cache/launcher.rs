@@ -13,7 +13,8 @@
 //! would then hash this script, not the real compiler). Where sccache runs it anyway (vLLM's
 //! setup.py adds `-DCMAKE_CXX_COMPILER_LAUNCHER=sccache` where sccache is on `PATH`), it runs
 //! the real compiler directly: one lookup, keyed by the launcher and, through
-//! `SCCACHE_C_CUSTOM_CACHE_BUSTER`, by the text of `KILN_CXX`, not by the compiler's binary.
+//! `SCCACHE_C_CUSTOM_CACHE_BUSTER` (one of the variables sccache hashes: `CACHED_ENV_VARS` in
+//! its src/compiler/c.rs), by the text of `KILN_CXX`, not by the compiler's binary.
 //! A `KILN_CXX` that is the launcher itself is refused (it would run itself forever).
 //!
 //! It owns only that script; which builds get it is the wiring's ([`super::Wiring`]).
