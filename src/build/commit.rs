@@ -180,11 +180,22 @@ fn install_and_verify(
     let log = log_of(cx, step, Phase::Install);
     let to_install = std::slice::from_ref(&p.to_install);
     let failed = |e| BuildFailure::of_command(&step.name, Phase::Install, e);
-    cx.installer
-        .install(&cx.python, to_install, false, None, p.index_url.as_deref())
-        .run_logged(&log)
-        .map_err(|e| (failed(e), None))?;
-    if let Some(cons) = constraints.as_deref() {
+    let index_url = p.index_url.as_deref();
+    // uv does both in one call (one resolution, one interpreter query); pip needs two.
+    let one = constraints.as_deref().and_then(|cons| {
+        cx.installer
+            .install_with_missing(&cx.python, to_install, dist, cons, index_url)
+    });
+    let merged = one.is_some();
+    if let Some(cmd) = one {
+        cmd.run_logged(&log).map_err(|e| (failed(e), None))?;
+    } else {
+        cx.installer
+            .install(&cx.python, to_install, false, None, index_url)
+            .run_logged(&log)
+            .map_err(|e| (failed(e), None))?;
+    }
+    if let (false, Some(cons)) = (merged, constraints.as_deref()) {
         cx.installer
             .install_missing(&cx.python, to_install, cons, p.index_url.as_deref())
             .run_logged(&log)

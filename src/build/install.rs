@@ -162,6 +162,30 @@ impl Installer {
         c.args(what.iter().cloned())
     }
 
+    /// With uv, one call that does what [`Installer::install`] (`what` alone, `dist` replaced)
+    /// and then [`Installer::install_missing`] do: `--reinstall-package DIST` replaces only
+    /// `dist`, and what it needs is added only where missing, within `constraints`. pip has no
+    /// such switch (`--force-reinstall` reinstalls every dependency too): `None`, and the caller
+    /// makes the two calls.
+    pub fn install_with_missing(
+        &self,
+        python: &Path,
+        what: &[String],
+        dist: &str,
+        constraints: &Path,
+        index_url: Option<&str>,
+    ) -> Option<Cmd> {
+        let Tool::Uv(uv) = &self.tool else { return None };
+        let py = python.display().to_string();
+        let mut c = uv_cmd(uv).args(["pip", "install", "--python", py.as_str(), "--reinstall-package", dist]);
+        c = self.no_index(c);
+        c = c.arg("--constraint").arg(constraints.display().to_string());
+        if let Some(u) = index_url {
+            c = c.arg("--index-url").arg(u);
+        }
+        Some(c.args(what.iter().cloned()))
+    }
+
     /// `install` of what `what` needs and the environment lacks (its runtime dependencies),
     /// without reinstalling anything present, within `constraints`.
     pub fn install_missing(&self, python: &Path, what: &[String], constraints: &Path, index_url: Option<&str>) -> Cmd {
@@ -367,6 +391,39 @@ mod tests {
             ]),
             set(&[])
         );
+    }
+
+    #[test]
+    fn uv_replaces_the_wheel_and_adds_what_is_missing_in_one_call_and_pip_in_two() {
+        let of = |tool| Installer {
+            tool,
+            offline: true,
+            find_links: None,
+            fallback: None,
+        };
+        let what = ["nvidia-cutlass-dsl[cu13]==4.8.1".to_string()];
+        let (py, cons) = (Path::new("/v/bin/python"), Path::new("/w/constraints.txt"));
+        let uv = of(Tool::Uv("/t/uv".into()))
+            .install_with_missing(py, &what, "nvidia-cutlass-dsl", cons, None)
+            .unwrap();
+        assert_eq!(
+            uv.args,
+            [
+                "pip",
+                "install",
+                "--python",
+                "/v/bin/python",
+                "--reinstall-package",
+                "nvidia-cutlass-dsl",
+                "--offline",
+                "--constraint",
+                "/w/constraints.txt",
+                "nvidia-cutlass-dsl[cu13]==4.8.1"
+            ]
+        );
+        // Not `--reinstall`: that would reinstall torch and every CUDA library it needs.
+        assert!(!uv.args.iter().any(|a| a == "--reinstall" || a == "--no-deps"));
+        assert!(of(Tool::Pip).install_with_missing(py, &what, "x", cons, None).is_none());
     }
 
     #[test]
