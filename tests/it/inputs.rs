@@ -14,13 +14,13 @@ use crate::common::{World, git, sh, stdout_json, text, venv};
 /// What the test made: the git input (a repository with a submodule), its commit, the
 /// submodule's repository, the archive and its sha256.
 pub(crate) struct Inputs {
-    pub repo: PathBuf,
-    pub commit: String,
+    repo: PathBuf,
+    commit: String,
     sub: PathBuf,
-    pub archive: PathBuf,
-    pub sha: String,
-    pub wheel: PathBuf,
-    pub wheel_sha: String,
+    archive: PathBuf,
+    sha: String,
+    wheel: PathBuf,
+    wheel_sha: String,
 }
 
 /// The package: its build reads two inputs through the variables the recipe declares, and
@@ -112,8 +112,67 @@ pub(crate) fn make_inputs(w: &World) -> Inputs {
     }
 }
 
+impl Inputs {
+    /// The three `[[build.inputs]]` tables of a fixture recipe, each with its `env` (the inside
+    /// of the inline table, `{path}` for the input's directory) and why the build reads it.
+    pub(crate) fn toml(&self, env: [&str; 3], why: [&str; 3]) -> String {
+        format!(
+            r#"[[build.inputs]]
+name = "headers"
+git = "{repo}"
+rev = "{commit}"
+tag = "v1.0"
+submodules = true
+env = {{ {e0} }}
+why = "{w0}"
+
+[[build.inputs]]
+name = "blob"
+archive = "{archive}"
+sha256 = "{sha}"
+subdir = "data"
+env = {{ {e1} }}
+why = "{w1}"
+
+[[build.inputs]]
+name = "msa"
+wheel = "{wheel}"
+sha256 = "{wheel_sha}"
+member = "pkg/third_party/msa/"
+place = "python/msa/"
+env = {{ {e2} }}
+why = "{w2}"
+"#,
+            repo = self.repo.display(),
+            commit = self.commit,
+            archive = self.archive.display(),
+            sha = self.sha,
+            wheel = self.wheel.display(),
+            wheel_sha = self.wheel_sha,
+            e0 = env[0],
+            e1 = env[1],
+            e2 = env[2],
+            w0 = why[0],
+            w1 = why[1],
+            w2 = why[2],
+        )
+    }
+}
+
 fn recipe(w: &World, i: &Inputs, setup: &str) {
     w.write("packages/kiln-fixture-inputs/setup.py", setup);
+    let inputs = i.toml(
+        [
+            r#"FIXTURE_HEADERS_DIR = "{path}", FIXTURE_ARGS = "-DHEADERS={path}""#,
+            r#"FIXTURE_BLOB_DIR = "{path}", FIXTURE_ARGS = "-DBLOB={path}""#,
+            r#"FIXTURE_MSA_DIR = "{path}""#,
+        ],
+        [
+            "setup.py reads FIXTURE_HEADERS_DIR (test fixture)",
+            "setup.py reads FIXTURE_BLOB_DIR (test fixture)",
+            "setup.py reads FIXTURE_MSA_DIR/python/msa (test fixture)",
+        ],
+    );
     w.write(
         "recipes/fixture-inputs.toml",
         &format!(
@@ -126,41 +185,10 @@ summary = "test fixture: a build that needs two declared inputs"
 [source]
 path = "../packages/kiln-fixture-inputs"
 
-[[build.inputs]]
-name = "headers"
-git = "{repo}"
-rev = "{commit}"
-tag = "v1.0"
-submodules = true
-env = {{ FIXTURE_HEADERS_DIR = "{{path}}", FIXTURE_ARGS = "-DHEADERS={{path}}" }}
-why = "setup.py reads FIXTURE_HEADERS_DIR (test fixture)"
-
-[[build.inputs]]
-name = "blob"
-archive = "{archive}"
-sha256 = "{sha}"
-subdir = "data"
-env = {{ FIXTURE_BLOB_DIR = "{{path}}", FIXTURE_ARGS = "-DBLOB={{path}}" }}
-why = "setup.py reads FIXTURE_BLOB_DIR (test fixture)"
-
-[[build.inputs]]
-name = "msa"
-wheel = "{wheel}"
-sha256 = "{wheel_sha}"
-member = "pkg/third_party/msa/"
-place = "python/msa/"
-env = {{ FIXTURE_MSA_DIR = "{{path}}" }}
-why = "setup.py reads FIXTURE_MSA_DIR/python/msa (test fixture)"
-
+{inputs}
 [verify]
 imports = ["kiln_fixture_inputs"]
-"#,
-            repo = i.repo.display(),
-            commit = i.commit,
-            archive = i.archive.display(),
-            sha = i.sha,
-            wheel = i.wheel.display(),
-            wheel_sha = i.wheel_sha,
+"#
         ),
     );
 }

@@ -54,6 +54,18 @@ fn a_cmake_configure_takes_every_input_from_kiln_with_the_network_denied() {
     let i = make_inputs(&w);
     w.write("packages/kiln-fixture-cmake/CMakeLists.txt", CMAKE_LISTS);
     w.write("packages/kiln-fixture-cmake/setup.py", SETUP);
+    let inputs = i.toml(
+        [
+            r#"CMAKE_ARGS = "-DFETCHCONTENT_SOURCE_DIR_HEADERS={path}""#,
+            r#"FIXTURE_BLOB_SRC_DIR = "{path}""#,
+            r#"FIXTURE_MSA_SRC_DIR = "{path}""#,
+        ],
+        [
+            "FetchContent_Declare(headers GIT_REPOSITORY ...) in CMakeLists.txt (test fixture)",
+            "CMakeLists.txt reads FIXTURE_BLOB_SRC_DIR (test fixture)",
+            "CMakeLists.txt reads FIXTURE_MSA_SRC_DIR/python/msa (test fixture)",
+        ],
+    );
     w.write(
         "recipes/fixture-cmake.toml",
         &format!(
@@ -69,41 +81,10 @@ path = "../packages/kiln-fixture-cmake"
 [build]
 requires = ["setuptools>=61", "cmake>=3.24,<4"]
 
-[[build.inputs]]
-name = "headers"
-git = "{repo}"
-rev = "{commit}"
-tag = "v1.0"
-submodules = true
-env = {{ CMAKE_ARGS = "-DFETCHCONTENT_SOURCE_DIR_HEADERS={{path}}" }}
-why = "FetchContent_Declare(headers GIT_REPOSITORY ...) in CMakeLists.txt (test fixture)"
-
-[[build.inputs]]
-name = "blob"
-archive = "{archive}"
-sha256 = "{sha}"
-subdir = "data"
-env = {{ FIXTURE_BLOB_SRC_DIR = "{{path}}" }}
-why = "CMakeLists.txt reads FIXTURE_BLOB_SRC_DIR (test fixture)"
-
-[[build.inputs]]
-name = "msa"
-wheel = "{wheel}"
-sha256 = "{wheel_sha}"
-member = "pkg/third_party/msa/"
-place = "python/msa/"
-env = {{ FIXTURE_MSA_SRC_DIR = "{{path}}" }}
-why = "CMakeLists.txt reads FIXTURE_MSA_SRC_DIR/python/msa (test fixture)"
-
+{inputs}
 [verify]
 imports = ["kiln_fixture_cmake"]
-"#,
-            repo = i.repo.display(),
-            commit = i.commit,
-            archive = i.archive.display(),
-            sha = i.sha,
-            wheel = i.wheel.display(),
-            wheel_sha = i.wheel_sha,
+"#
         ),
     );
 
