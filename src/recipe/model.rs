@@ -192,6 +192,11 @@ pub struct Build {
     /// first (for one version: [`Recipe::build_of`] merges that version's own).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<super::inputs::Input>,
+    /// `[[build.targets]]`: what the upstream build compiles, with upstream's arch lists, so the
+    /// plan can say what a build for some archs compiles (for one version: [`Recipe::build_of`]
+    /// takes that version's own). Not part of the wheel-cache key: it describes, not decides.
+    #[serde(skip)]
+    pub targets: Vec<super::targets::Target>,
     /// `network = false|true`: whether the build commands may reach the network. Unset: denied
     /// when the build declares inputs (they are all it may download), allowed otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,6 +252,9 @@ pub struct VersionEntry {
     /// `[[build.inputs]]` of the same name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<super::inputs::Input>,
+    /// `[[versions.targets]]`: the build targets of this version, in place of the recipe's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<super::targets::Target>,
     /// `prepare` of this version, in place of `[build] prepare` (files move between releases).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prepare: Option<Vec<Vec<Template>>>,
@@ -281,6 +289,7 @@ impl VersionEntry {
             depends: Vec::new(),
             wheels: Vec::new(),
             inputs: Vec::new(),
+            targets: Vec::new(),
             prepare: None,
             imports: None,
             runtime_cuda: None,
@@ -419,19 +428,22 @@ impl Recipe {
             .or(self.source.as_ref())
     }
 
-    /// The build of version `v`: `[build]` with that version's `prepare` in place of the
-    /// recipe's and its inputs merged (its own replace the recipe's of the same name, in the
+    /// The build of version `v`: `[build]` with that version's `prepare` and targets in place
+    /// of the recipe's and its inputs merged (its own replace the recipe's of the same name, in the
     /// recipe's order, then its new ones). Borrowed when the version changes nothing.
     pub fn build_of(&self, v: Option<&Version>) -> std::borrow::Cow<'_, Build> {
         let Some(e) = v.and_then(|v| self.version_entry(v)) else {
             return std::borrow::Cow::Borrowed(&self.build);
         };
-        if e.prepare.is_none() && e.inputs.is_empty() {
+        if e.prepare.is_none() && e.inputs.is_empty() && e.targets.is_empty() {
             return std::borrow::Cow::Borrowed(&self.build);
         }
         let mut b = self.build.clone();
         if let Some(p) = &e.prepare {
             b.prepare = p.clone();
+        }
+        if !e.targets.is_empty() {
+            b.targets = e.targets.clone();
         }
         for own in &e.inputs {
             match b.inputs.iter_mut().find(|i| i.name == own.name) {

@@ -49,6 +49,11 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
             let file = t.wheel.rsplit('/').next().unwrap_or(&t.wheel);
             println!("       brings {} (not on PATH) from {file}", t.name);
         }
+        if let Some(b) = &st.build {
+            for line in inputs_and_targets(b, &archs) {
+                println!("       {line}");
+            }
+        }
         for (k, v) in &st.env() {
             let v = if secrets::is_secret(k) {
                 secrets::MASK.into()
@@ -80,4 +85,67 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
             if changes == 1 { "" } else { "s" }
         );
     }
+}
+
+/// The build inputs a build fetches first, each with its pinned identity, then what the
+/// upstream build compiles for the target archs (where the recipe lists its targets).
+fn inputs_and_targets(b: &crate::resolve::spec::BuildSpec, archs: &[String]) -> Vec<String> {
+    use crate::recipe::InputSource;
+    use crate::recipe::targets::Outcome;
+    let mut out = Vec::new();
+    let short = |s: &str| s.chars().take(12).collect::<String>();
+    for i in &b.inputs {
+        let from = match &i.from {
+            InputSource::Git { git, rev, tag, .. } => {
+                let at = rev.as_deref().map(short).or(tag.clone()).unwrap_or_default();
+                let tag = match (rev, tag) {
+                    (Some(_), Some(t)) => format!(" ({t})"),
+                    _ => String::new(),
+                };
+                format!("git {} @ {at}{tag}", secrets::mask_urls(git))
+            }
+            InputSource::Archive { archive, sha256 } => {
+                format!("archive {} (sha256 {})", secrets::mask_urls(archive), short(sha256))
+            }
+            InputSource::Wheel {
+                wheel, sha256, member, ..
+            } => {
+                let file = wheel.rsplit('/').next().unwrap_or(wheel);
+                format!("{member} from {file} (sha256 {})", short(sha256))
+            }
+        };
+        out.push(format!("input {:<16} {from}", i.name));
+    }
+    if b.targets.is_empty() {
+        return out;
+    }
+    let on = if archs.is_empty() {
+        "the build's archs".to_string()
+    } else {
+        archs.join(", ")
+    };
+    out.push(format!("targets for {on}:"));
+    let w = b.targets.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    for t in &b.targets {
+        let what = match t.outcome {
+            Outcome::Compiled if t.code_for.is_empty() => "compiled".to_string(),
+            Outcome::Compiled => {
+                let per: Vec<String> = t
+                    .code_for
+                    .iter()
+                    .map(|c| format!("{}: {}", c.arch, c.images.join(", ")))
+                    .collect();
+                format!("compiled, {}", per.join("; "))
+            }
+            Outcome::Host => "compiled, host code only".to_string(),
+            Outcome::Files => "files copied, nothing compiled".to_string(),
+            Outcome::Skipped => "not compiled: no code for these archs".to_string(),
+            Outcome::CompiledForNothing => format!(
+                "compiled with no kernel for {} (upstream has no switch to leave it out: {})",
+                on, t.why
+            ),
+        };
+        out.push(format!("  {:w$}  {what}", t.name));
+    }
+    out
 }

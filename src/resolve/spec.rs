@@ -156,6 +156,9 @@ pub struct BuildSpec {
     /// The build inputs this build needs for its target archs, fetched before it starts; their
     /// variables are in `env`.
     pub inputs: Vec<Input>,
+    /// What the upstream build compiles for the target archs, where the recipe lists its
+    /// targets (`[[build.targets]]`): shown by the plan, never read by the build.
+    pub targets: Vec<crate::recipe::targets::PlannedTarget>,
     /// The build commands run with the network denied (see `build::sandbox`).
     pub deny_network: bool,
     /// Tools kiln brings for this build (`[[requires.tools]]` wheels): unpacked before it runs,
@@ -250,6 +253,7 @@ impl BuildSpec {
             compile_cache: None,
             deny_network: build.denies_network(),
             inputs,
+            targets: build.targets.iter().map(|t| t.planned(&vars.archs)).collect(),
             tools: Vec::new(),
         })
     }
@@ -324,6 +328,9 @@ impl Serialize for BuildSpec {
         if !self.inputs.is_empty() {
             m.serialize_entry("inputs", &self.inputs)?;
         }
+        if !self.targets.is_empty() {
+            m.serialize_entry("targets", &self.targets)?;
+        }
         if self.deny_network {
             m.serialize_entry("network", "denied")?;
         }
@@ -370,6 +377,7 @@ mod tests {
             stall: None,
             limit: None,
             inputs: Vec::new(),
+            targets: Vec::new(),
             network: None,
         };
         let spec = BuildSpec::new(&build, &vars(6)).unwrap();

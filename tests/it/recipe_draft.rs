@@ -451,3 +451,67 @@ fn vllm_0_26_0_inputs_are_the_sdists_pins_or_name_the_pin_they_replace() {
         assert_eq!(m, member);
     }
 }
+
+/// vLLM 0.26.0's `[[versions.targets]]` are the targets its own `setup.py` asks `cmake --build`
+/// for. Ground truth: the sdist's `setup.py` as the draft reads it (every `CMakeExtension`,
+/// setup.py:1117-1180; a target is the module name without `vllm.` and `vllm_flash_attn.`,
+/// :337-338). Every target the recipe lists is one setup.py names, at the line its `why`
+/// cites; the ones it leaves out are only ROCm's and the CPU build's (`_rocm_C`, `_C`,
+/// `_C_AVX512`, `_C_AVX2`, :1129 and :1166-1177), which a CUDA build never asks for.
+#[test]
+fn vllm_0_26_0_targets_are_the_ones_its_setup_py_builds_at_the_lines_cited() {
+    let out = draft(&["vllm", "0.26.0", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let target_of = |module: &str| {
+        let m = module.strip_prefix("vllm.").unwrap_or(module);
+        m.strip_prefix("vllm_flash_attn.").unwrap_or(m).to_string()
+    };
+    let setup: Vec<(String, String)> = v["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                target_of(e["module"].as_str().unwrap()),
+                e["at"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let set = kiln::recipe::RecipeSet::embedded().unwrap();
+    let version: pep440_rs::Version = "0.26.0".parse().unwrap();
+    let build = set.get("vllm").unwrap().build_of(Some(&version)).into_owned();
+    assert_eq!(build.targets.len(), 15, "{:?}", build.targets);
+    for t in &build.targets {
+        let lines: Vec<&str> = setup
+            .iter()
+            .filter(|(name, _)| *name == t.name)
+            .map(|(_, at)| at.rsplit(':').next().unwrap())
+            .collect();
+        assert!(!lines.is_empty(), "{} is not a target of setup.py: {setup:?}", t.name);
+        assert!(
+            lines.iter().any(|l| t.why.contains(&format!("setup.py:{l}"))
+                || t.why.split("setup.py:").nth(1).is_some_and(|r| {
+                    let span = r.split([' ', ';', ',']).next().unwrap_or("");
+                    span.split_once('-').is_some_and(|(a, b)| {
+                        let (a, b, l) = (a.parse::<u32>(), b.parse::<u32>(), l.parse::<u32>());
+                        matches!((a, b, l), (Ok(a), Ok(b), Ok(l)) if a <= l && l <= b)
+                    })
+                })),
+            "{}: setup.py names it at {lines:?}, the recipe cites {}",
+            t.name,
+            t.why
+        );
+    }
+    let left_out: Vec<&str> = setup
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| !build.targets.iter().any(|t| t.name == *name))
+        .collect();
+    for name in &left_out {
+        assert!(
+            ["_rocm_C", "_C", "_C_AVX512", "_C_AVX2"].contains(name),
+            "setup.py builds {name} for CUDA too, and the recipe does not list it"
+        );
+    }
+}

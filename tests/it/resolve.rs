@@ -459,6 +459,59 @@ fn vllm_0_26_0_plans_every_input_with_its_pin_and_builds_with_gcc_12() {
     assert_eq!(pin("fmha-sm100").1["place"], "python/fmha_sm100/");
     assert_eq!(s["env"]["FMHA_SM100_SRC_DIR"], "<input fmha-sm100>", "{s}");
     assert_eq!(s["network"], "denied");
+    // The targets it compiles for 12.0, per the arch lists of its CMake files (the recipe's
+    // `[[versions.targets]]`, which recipe_draft checks against the sdist's setup.py): the
+    // generic kernels as sm_120 and the SM12x families as sm_120f, FA2 only as compute_80 PTX,
+    // FA3 compiled with nothing for 12.0 (no upstream switch), FlashMLA left out.
+    let target = |s: &serde_json::Value, name: &str| {
+        s["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("no target {name}: {s}"))
+            .clone()
+    };
+    let images = |t: &serde_json::Value| t["code_for"][0]["images"].clone();
+    let c = target(s, "_C_stable_libtorch");
+    assert_eq!(c["outcome"], "compiled", "{c}");
+    assert_eq!(images(&c), serde_json::json!(["sm_120", "sm_120f"]), "{c}");
+    assert_eq!(images(&target(s, "_qutlass_C")), serde_json::json!(["sm_120f"]));
+    assert_eq!(images(&target(s, "_vllm_fa2_C")), serde_json::json!(["compute_80"]));
+    let fa3 = target(s, "_vllm_fa3_C");
+    assert_eq!(fa3["outcome"], "compiled-for-nothing", "{fa3}");
+    assert_eq!(fa3["no_code_for"], serde_json::json!(["12.0"]));
+    assert!(fa3["why"].as_str().unwrap().contains("setup.py:1133-1137"), "{fa3}");
+    assert_eq!(target(s, "_flashmla_C")["outcome"], "skipped");
+    assert_eq!(target(s, "cumem_allocator")["outcome"], "host");
+    assert_eq!(target(s, "tml_fa4")["outcome"], "files");
+    // The text plan names each input with its pin and each target with what it compiles.
+    let out = real(&w)
+        .env("CXX", &gxx)
+        .args(["plan", "--arch", "12.0", "vllm==0.26.0"])
+        .output()
+        .unwrap();
+    let shown = text(&out.stdout);
+    assert!(shown.contains("input cutlass"), "{shown}");
+    assert!(shown.contains("@ da5e086dab31 (v4.4.2)"), "{shown}");
+    assert!(shown.contains("_C_stable_libtorch"), "{shown}");
+    assert!(shown.contains("compiled, 12.0: sm_120, sm_120f"), "{shown}");
+    assert!(shown.contains("compiled with no kernel for 12.0"), "{shown}");
+    // Built for 9.0 too, FA3 holds sm_90a and FlashMLA is compiled.
+    let out = real(&w)
+        .env("CXX", &gxx)
+        .args(["plan", "--json", "--arch", "9.0,12.0", "vllm==0.26.0"])
+        .output()
+        .unwrap();
+    let both = stdout_json(&out);
+    let both = step(&both, "vllm");
+    let fa3 = target(both, "_vllm_fa3_C");
+    assert_eq!(fa3["outcome"], "compiled", "{fa3}");
+    assert_eq!(
+        fa3["code_for"],
+        serde_json::json!([{"arch": "9.0", "images": ["sm_90a"]}])
+    );
+    assert_eq!(target(both, "_flashmla_C")["outcome"], "compiled");
     // The same g++ 12 is below 0.33.0's floor.
     let v = plan("vllm==0.33.0");
     let s = step(&v, "vllm");

@@ -20,6 +20,7 @@ const KEYS: &[&str] = &[
     "stall",
     "limit",
     "inputs",
+    "targets",
     "network",
 ];
 const INSTALL: &[&str] = &["deps"];
@@ -74,6 +75,7 @@ pub(super) fn read(cx: &mut Ctx, root: Table<'_>) -> Build {
         }
     }
     build.inputs = super::inputs::read(cx, b, "build.inputs");
+    build.targets = super::targets::read(cx, b, "build.targets");
     build.network = cx.bool(b, "network", "build");
     build
 }

@@ -22,6 +22,7 @@ mod package;
 mod requires;
 mod runtime;
 mod source;
+mod targets;
 #[cfg(test)]
 mod tests;
 mod tools;

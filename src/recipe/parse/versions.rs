@@ -26,6 +26,7 @@ static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|
             "depends",
             "wheels",
             "inputs",
+            "targets",
             "prepare",
             "imports",
             "runtime_cuda",
@@ -128,6 +129,7 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
     };
     let wheels = wheels::read(cx, t, parsed.as_ref());
     let inputs = super::inputs::read(cx, t, "versions.inputs");
+    let targets = super::targets::read(cx, t, "versions.targets");
     let prepare = super::build::prepare(cx, t, "versions");
     let imports = t
         .contains("imports")
@@ -171,6 +173,7 @@ fn entry(cx: &mut Ctx, t: Table<'_>, header: Option<std::ops::Range<usize>>, kin
             depends: deps,
             wheels,
             inputs,
+            targets,
             prepare,
             imports,
             runtime_cuda,
