@@ -38,6 +38,40 @@ pub struct CachedModule {
     pub install: String,
 }
 
+impl Manifest {
+    /// The first module whose `install` path would leave site-packages (absolute, `..`, or
+    /// empty parts): such a manifest is never used, since its files are copied to that path.
+    pub fn leaves_site_packages(&self) -> Option<&str> {
+        self.modules.iter().map(|m| m.install.as_str()).find(|p| !inside(p))
+    }
+
+    /// The key an entry of this manifest is filed under.
+    pub fn key(&self) -> String {
+        key_of(&self.base, self.toolkit.as_deref())
+    }
+}
+
+/// Whether `path` is a relative path of plain names (no root, `..`, `.` or empty part).
+fn inside(path: &str) -> bool {
+    !path.is_empty() && path.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+}
+
+/// A hash of `parts` (each ended by a NUL), as entry keys and their `base` are made.
+pub fn hash(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// The key of an entry compiled from inputs `base` with toolkit `toolkit` (none: `""`).
+pub fn key_of(base: &str, toolkit: Option<&str>) -> String {
+    hash(&[base, toolkit.unwrap_or("")])
+}
+
 /// The directory of entry `key`.
 pub fn entry_dir(cache: &Path, key: &str) -> PathBuf {
     cache.join("aot").join(key)
@@ -52,6 +86,9 @@ pub fn file_of(dir: &Path, m: &CachedModule) -> PathBuf {
 pub fn lookup(cache: &Path, key: &str) -> Option<Manifest> {
     let dir = entry_dir(cache, key);
     let m: Manifest = crate::state::cached_json(&dir.join("manifest.json"))?;
+    if m.leaves_site_packages().is_some() {
+        return None;
+    }
     m.modules.iter().all(|x| file_of(&dir, x).is_file()).then_some(m)
 }
 
@@ -78,7 +115,7 @@ pub fn store(cache: &Path, key: &str, manifest: &Manifest, files: &[PathBuf]) ->
     let _ = std::fs::remove_dir_all(&tmp);
     let write = || -> std::io::Result<()> {
         for (m, f) in manifest.modules.iter().zip(files) {
-            if m.install.split('/').any(|p| p == ".." || p.is_empty()) {
+            if !inside(&m.install) {
                 return Err(std::io::Error::other(format!("`{}` leaves site-packages", m.install)));
             }
             let to = file_of(&tmp, m);
@@ -153,7 +190,33 @@ mod tests {
         std::fs::remove_file(file_of(&at, &m.modules[0])).unwrap();
         assert_eq!(lookup(cache, "k1"), None);
         // A module may not be installed outside site-packages.
-        assert!(store(cache, "k2", &manifest("../evil.so"), &[so]).is_err());
+        assert!(store(cache, "k2", &manifest("../evil.so"), std::slice::from_ref(&so)).is_err());
         assert!(!entry_dir(cache, "k2").exists());
+    }
+
+    /// An entry written by other means (a bundle, an older kiln) whose module would be copied
+    /// outside site-packages is never found, whatever its files: `install` is joined to
+    /// site-packages and written there.
+    #[test]
+    fn an_entry_that_would_install_outside_site_packages_is_never_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path();
+        for (i, bad) in ["../../escape.so", "/etc/escape.so", "a//b.so", "./a.so", ""]
+            .iter()
+            .enumerate()
+        {
+            let m = manifest(bad);
+            assert_eq!(m.leaves_site_packages(), Some(*bad));
+            let key = format!("bad{i}");
+            let at = entry_dir(cache, &key);
+            std::fs::create_dir_all(at.join("files")).unwrap();
+            std::fs::write(at.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+            std::fs::write(at.join("files/escape.so"), "elf").unwrap();
+            assert_eq!(lookup(cache, &key), None, "{bad}");
+        }
+        let good = manifest("flashinfer/data/aot/m/m.so");
+        assert_eq!(good.leaves_site_packages(), None);
+        assert_eq!(good.key(), key_of("b1", Some("13.0.88")));
+        assert_ne!(good.key(), key_of("b1", None), "the toolkit is part of the key");
     }
 }

@@ -14,9 +14,21 @@
 //! moved aside under `<cache>/quarantine/`, and the whole bundle is refused, naming the member
 //! and why, before anything moves into the cache.
 //!
+//! A `wheelhouse/` wheel may come in only when its METADATA says the distribution and version
+//! its file name says, and, when that distribution is one a recipe installs (torch,
+//! flashinfer, ...), only at the version the lock names for that component: the wheelhouse is
+//! shared by later offline installs, so a bundle may not bring another version of a component
+//! under a third-party name or beside its own. A third-party wheel is taken as what it says
+//! it is (nothing trusted names its hash); RELIABILITY.md says so.
+//!
+//! An `aot/<key>` entry may come in only when its `manifest.json` files it under that key
+//! (its `base` and toolkit hash to it), names a component at the version the lock names,
+//! installs every module inside site-packages, and the entry holds exactly the files the
+//! manifest names; otherwise it is moved aside and the bundle refused the same way.
+//!
 //! It deliberately ignores what is inside a source or a mirror (the build checks an sdist's
-//! hash and git checks its objects) and what an `aot` entry holds (its manifest is read when
-//! it is used).
+//! hash and git checks its objects) and whether an `aot` module suits an arch (`install --aot`
+//! reads its images when it is used).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -42,6 +54,49 @@ pub enum Unexpected {
         why: Box<Unbound>,
         moved: PathBuf,
     },
+    #[error("its wheelhouse wheel `{entry}` {why}")]
+    House { entry: String, why: Box<HouseUnbound> },
+    #[error("its compiled-module entry `{entry}` {why}; it was moved aside to {}", moved.display())]
+    Aot {
+        entry: String,
+        why: Box<AotUnbound>,
+        moved: PathBuf,
+    },
+}
+
+/// How a bundled wheelhouse wheel is not what it may be.
+#[derive(Debug, thiserror::Error)]
+pub enum HouseUnbound {
+    #[error("is not a wheel's file name: {0}")]
+    FileName(String),
+    #[error("is not what its name says: {0}")]
+    Contents(crate::store::wheel::Mismatch),
+    #[error(
+        "is {dist} {version}, which kiln installs as its component {component}: the lock names {component} {locked}, and a bundle brings no other version"
+    )]
+    Component {
+        dist: String,
+        version: String,
+        component: String,
+        locked: String,
+    },
+}
+
+/// How a bundled `aot/<key>` entry does not match its key or the lock.
+#[derive(Debug, thiserror::Error)]
+pub enum AotUnbound {
+    #[error("has no manifest.json of the shape kiln writes")]
+    NoManifest,
+    #[error("would install `{0}`, outside site-packages")]
+    Leaves(String),
+    #[error("is filed under a key its manifest does not hash to (it hashes to {0})")]
+    OtherKey(String),
+    #[error("is for {component} {version}, which the lock does not name")]
+    NotLocked { component: String, version: String },
+    #[error("holds `{0}`, which its manifest does not name")]
+    Extra(String),
+    #[error("lacks `{0}`, which its manifest names")]
+    Missing(String),
 }
 
 /// How a bundled wheel-cache entry does not match its key.
@@ -111,11 +166,22 @@ pub fn check(dir: &Path, lock: &Lock, set: &RecipeSet, cache: &Path) -> Result<(
         if !is_dir {
             return Err(not_named(&rel));
         }
+        if let Err(why) = aot_bound(dir, &rel, lock) {
+            return Err(Unexpected::Aot {
+                entry: shown::path(&rel),
+                why: Box::new(why),
+                moved: move_aside(dir, &rel, cache, "bundle-aot"),
+            });
+        }
     }
     for (name, rel, is_dir) in listing(dir, Path::new("wheelhouse")) {
         if is_dir || !name.ends_with(".whl") {
             return Err(not_named(&rel));
         }
+        house_wheel(dir, &name, &rel, lock, set).map_err(|why| Unexpected::House {
+            entry: shown::path(&rel),
+            why: Box::new(why),
+        })?;
     }
     for (_, rel, is_dir) in listing(dir, Path::new("wheels")) {
         if !is_dir {
@@ -152,7 +218,7 @@ fn wheel_entry(dir: &Path, entry: &Path, lock: &Lock, set: &RecipeSet, cache: &P
         .iter()
         .find(|c| c.wheel_sha256.as_deref() == Some(got.as_str()))
     else {
-        let moved = move_aside(dir, entry, cache);
+        let moved = move_aside(dir, entry, cache, "bundle-wheel");
         return Err(Unexpected::Wheel {
             entry: shown::path(wheel),
             got,
@@ -164,9 +230,105 @@ fn wheel_entry(dir: &Path, entry: &Path, lock: &Lock, set: &RecipeSet, cache: &P
         Err(why) => Err(Unexpected::Unbound {
             entry: shown::path(entry),
             why,
-            moved: move_aside(dir, entry, cache),
+            moved: move_aside(dir, entry, cache, "bundle-wheel"),
         }),
     }
+}
+
+/// Whether the wheelhouse wheel `name` (at `rel`) is what its name says and, where it is a
+/// component's distribution, the version the lock names (see the module doc).
+fn house_wheel(dir: &Path, name: &str, rel: &Path, lock: &Lock, set: &RecipeSet) -> Result<(), HouseUnbound> {
+    let parsed =
+        crate::recipe::binaries::parse_wheel_name(name).map_err(|e| HouseUnbound::FileName(shown::text(&e)))?;
+    let version = parsed.version.to_string();
+    crate::store::wheel::identity(
+        &dir.join(rel),
+        crate::store::wheel::Expected {
+            dist: &parsed.name,
+            version: &version,
+        },
+    )
+    .map_err(HouseUnbound::Contents)?;
+    let dist = crate::probe::normalize(&parsed.name);
+    let Some(recipe) = set
+        .recipes
+        .values()
+        .find(|r| r.dist_name().is_some_and(|d| d.to_string() == dist))
+    else {
+        return Ok(());
+    };
+    let public = parsed.version.clone().without_local();
+    let locked = lock.components.iter().find(|c| c.name == recipe.name);
+    let same = locked.is_some_and(|c| {
+        c.public_version()
+            .parse::<pep440_rs::Version>()
+            .is_ok_and(|v| v.without_local() == public)
+    });
+    if same {
+        return Ok(());
+    }
+    Err(HouseUnbound::Component {
+        dist: shown::text(&parsed.name),
+        version: shown::text(&version),
+        component: recipe.name.clone(),
+        locked: locked.map_or_else(|| "no version of it".into(), |c| shown::text(&c.version)),
+    })
+}
+
+/// Whether the entry at `entry` is what its manifest says, for a component and version the
+/// lock names, with exactly the files the manifest names (see the module doc).
+fn aot_bound(dir: &Path, entry: &Path, lock: &Lock) -> Result<(), AotUnbound> {
+    use crate::build::aot_cache::{Manifest, file_of};
+    let root = dir.join(entry);
+    let m: Manifest = crate::state::read_json(&root.join("manifest.json"), crate::state::RECORD_LIMIT, "")
+        .ok()
+        .flatten()
+        .ok_or(AotUnbound::NoManifest)?;
+    if let Some(p) = m.leaves_site_packages() {
+        return Err(AotUnbound::Leaves(shown::text(p)));
+    }
+    let name = entry
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if m.key() != name {
+        return Err(AotUnbound::OtherKey(m.key()));
+    }
+    let public = |v: &str| {
+        v.parse::<pep440_rs::Version>()
+            .ok()
+            .map(pep440_rs::Version::without_local)
+    };
+    let locked = lock.components.iter().any(|c| {
+        c.name == m.component && public(&m.version).is_some() && public(&m.version) == public(c.public_version())
+    });
+    if !locked {
+        return Err(AotUnbound::NotLocked {
+            component: shown::text(&m.component),
+            version: shown::text(&m.version),
+        });
+    }
+    let named: BTreeSet<PathBuf> = m.modules.iter().map(|x| file_of(&root, x)).collect();
+    for f in &named {
+        if !f.is_file() {
+            return Err(AotUnbound::Missing(shown::path(f.strip_prefix(dir).unwrap_or(f))));
+        }
+    }
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let known =
+                p == root.join("manifest.json") || named.contains(&p) || named.iter().any(|f| f.starts_with(&p));
+            if !known {
+                return Err(AotUnbound::Extra(shown::path(p.strip_prefix(dir).unwrap_or(&p))));
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether the entry at `entry` (its wheel `wheel`, of sha256 `got`) is what its key says and
@@ -236,13 +398,10 @@ fn bound(
 }
 
 /// Moves a refused entry of the unpacked bundle aside to `<cache>/quarantine/` (or removes it).
-fn move_aside(dir: &Path, entry: &Path, cache: &Path) -> PathBuf {
+fn move_aside(dir: &Path, entry: &Path, cache: &Path, what: &str) -> PathBuf {
     let moved = crate::store::wheels::quarantine_path(
         cache,
-        &format!(
-            "bundle-wheel-{}",
-            entry.file_name().unwrap_or_default().to_string_lossy()
-        ),
+        &format!("{what}-{}", entry.file_name().unwrap_or_default().to_string_lossy()),
     );
     let done = moved
         .parent()

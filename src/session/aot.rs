@@ -29,7 +29,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::Session;
 use crate::build::aot_cache::{self, CachedModule, Manifest};
@@ -190,7 +189,7 @@ impl Session {
             .map(|d| format!("{} {}", d.name, d.version))
             .collect();
         let tk = toolkit.map(|t| t.version.to_string());
-        let base = key(&[
+        let base = aot_cache::hash(&[
             &r.name,
             &dist.version,
             &aot.script.text,
@@ -204,14 +203,14 @@ impl Session {
         // modules needs none, and there is nothing to compile with anyway.
         let cached = match &tk {
             Some(tk) => {
-                let k = key(&[&base, tk]);
+                let k = aot_cache::key_of(&base, Some(tk));
                 aot_cache::lookup(&settings.cache_dir, &k).map(|m| (k, m))
             }
             None => aot_cache::lookup_base(&settings.cache_dir, &base),
         };
         let key = cached
             .as_ref()
-            .map_or_else(|| key(&[&base, tk.as_deref().unwrap_or("")]), |(k, _)| k.clone());
+            .map_or_else(|| aot_cache::key_of(&base, tk.as_deref()), |(k, _)| k.clone());
         out.key = Some(key.clone());
         let scratch = settings.cache_dir.join("work").join(format!("aot-{}-{key}", r.name));
         let manifest = match cached {
@@ -482,15 +481,6 @@ fn run_script(
         ));
     }
     Ok(lines)
-}
-
-fn key(parts: &[&str]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0]);
-    }
-    hex::encode(&h.finalize()[..16])
 }
 
 /// What `--aot` installed for `dist` (from its `kiln-aot.json`), for `doctor`.

@@ -64,6 +64,20 @@ const MAX_TOTAL: u64 = 64 << 30;
 
 /// Checks the wheel at `path` against `want` (see the module doc).
 pub fn check(path: &Path, want: Expected) -> Result<(), Mismatch> {
+    let (mut zip, info) = identity_of(path, want)?;
+    hashes(&mut zip, &info)
+}
+
+/// Only whether the wheel at `path` is the wheel of `want` by its file name and its METADATA,
+/// without hashing its files: what a wheel says it is, for wheels no key or lock names by hash.
+pub fn identity(path: &Path, want: Expected) -> Result<(), Mismatch> {
+    identity_of(path, want).map(|_| ())
+}
+
+type Zip = zip::ZipArchive<std::io::BufReader<std::fs::File>>;
+
+/// The file name and METADATA checks; the open archive and its dist-info directory.
+fn identity_of(path: &Path, want: Expected) -> Result<(Zip, String), Mismatch> {
     let unreadable = |e: String| Mismatch::Unreadable(e);
     let file_name = path
         .file_name()
@@ -108,7 +122,13 @@ pub fn check(path: &Path, want: Expected) -> Result<(), Mismatch> {
     let (name, version) = headers(&metadata);
     same_name(&name, want.dist, "METADATA")?;
     same_version(&version, want.version, "METADATA")?;
-    let record = read_member(&mut zip, &format!("{info}/RECORD"), 64 << 20).map_err(unreadable)?;
+    Ok((zip, info))
+}
+
+/// Every file of the wheel hashed against its RECORD, and nothing listed missing.
+fn hashes(zip: &mut Zip, info: &str) -> Result<(), Mismatch> {
+    let unreadable = |e: String| Mismatch::Unreadable(e);
+    let record = read_member(zip, &format!("{info}/RECORD"), 64 << 20).map_err(unreadable)?;
     let mut listed = parse_record(&record)?;
     let unhashed = [
         format!("{info}/RECORD"),

@@ -338,3 +338,183 @@ fn names_from_a_bundle_or_a_lock_are_escaped_in_messages() {
     assert!(err.contains("`1.0\\n\\u{1b}[2Jok` is not a version"), "{err}");
     assert!(!out.stderr.contains(&0x1b), "a raw escape reached the terminal: {err}");
 }
+
+/// An `aot/<key>` entry of a bundle as `kiln install --aot` files one: its manifest and one
+/// module file, keyed as kiln keys it unless `key` is given.
+fn plant_aot(root: &Path, component: &str, version: &str, install: &str, key: Option<&str>) -> String {
+    let manifest = serde_json::json!({
+        "base": "b1", "component": component, "version": version, "archs": ["12.0"],
+        "toolkit": "13.0.88", "host_compiler": null,
+        "modules": [{"module": "m", "name": "m", "install": install}],
+    });
+    let parsed: kiln::build::aot_cache::Manifest = serde_json::from_value(manifest.clone()).unwrap();
+    let key = key.map_or_else(|| parsed.key(), str::to_string);
+    let dir = root.join("aot").join(&key);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+    // The module's file as kiln would file it; one whose path leaves the entry is kept inside
+    // (this test must not write outside its own directory either).
+    let inside = !install.split('/').any(|p| p == "..") && !install.starts_with('/');
+    let file = dir.join("files").join(if inside { install } else { "escape.so" });
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "module").unwrap();
+    key
+}
+
+/// A hostile bundle's case: its name, how it edits the unpacked bundle, what kiln must say.
+type Case<'a> = (&'a str, Box<dyn Fn(&Path) + 'a>, &'a str);
+
+/// A real wheel of `dist` `version` (one empty module), built by pip.
+fn wheel_of(w: &World, dist: &str, version: &str) -> PathBuf {
+    let module = dist.replace('-', "_");
+    let pkg = w.dir.path().join(format!("src-{module}-{version}"));
+    std::fs::create_dir_all(pkg.join(&module)).unwrap();
+    std::fs::write(
+        pkg.join("pyproject.toml"),
+        format!(
+            "[build-system]\nrequires = [\"setuptools>=61\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n\
+             [project]\nname = \"{dist}\"\nversion = \"{version}\"\n[tool.setuptools]\npackages = [\"{module}\"]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(pkg.join(&module).join("__init__.py"), "").unwrap();
+    let out = w.dir.path().join(format!("wheel-{module}-{version}"));
+    let built = pip_wheel(&w.python, &pkg, &out).output().unwrap();
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    out.join(format!("{module}-{version}-py3-none-any.whl"))
+}
+
+/// A bundle's compiled-module entries are bound like its wheels (issue 23, item 1): an entry
+/// whose module would be copied outside site-packages (`install` is joined to site-packages
+/// and written), filed under another key than its manifest hashes to, for a component or
+/// version its lock does not name, or holding a file its manifest does not name, is refused
+/// before anything moves into the cache, moved aside and never used; a well-formed one for a
+/// locked component comes in. Its wheelhouse, which later offline installs share, may hold
+/// no wheel that is not what its file name says, and no version of a kiln component other
+/// than the locked one.
+#[test]
+fn a_bundle_cannot_plant_a_compiled_module_or_a_component_wheel_outside_its_key_and_lock() {
+    let w = World::new();
+    w.git_pure();
+    w.install_ok("fixture-pure");
+    let lockfile = w.lock("fixture-pure");
+    let (bundle, out) = w.bundle(&lockfile, "stack.tar");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lock = kiln::lock::read(&lockfile).unwrap();
+    let version = lock
+        .components
+        .iter()
+        .find(|c| c.name == "fixture-pure")
+        .unwrap()
+        .version
+        .clone();
+    let escaped = w.dir.path().join("escaped");
+    let install = |case: &str, edit: &dyn Fn(&Path)| {
+        let unpacked = w.dir.path().join(format!("hostile-{case}"));
+        std::fs::create_dir_all(&unpacked).unwrap();
+        sh(&unpacked, &["tar", "-xf", bundle.to_str().unwrap()]);
+        edit(&unpacked);
+        let tar = w.dir.path().join(format!("hostile-{case}.tar"));
+        sh(&unpacked, &["sh", "-c", &format!("tar -cf {} *", tar.display())]);
+        let node = venv(&w.dir.path().join(format!("node-{case}")));
+        let cache = w.dir.path().join(format!("node-cache-{case}"));
+        let out = w
+            .kiln_elsewhere(&node, &cache)
+            .args(["install", "--bundle"])
+            .arg(&tar)
+            .output()
+            .unwrap();
+        (out, cache)
+    };
+    let outside = format!("../../../../../../..{}", escaped.display());
+    let disguised = wheel_of(&w, "kiln-fixture-pure", "1.0.0");
+    let other_version = wheel_of(&w, "kiln-fixture-cext", "9.0.0");
+    let house = |d: &Path, wheel: &Path, name: &str| {
+        std::fs::create_dir_all(d.join("wheelhouse")).unwrap();
+        std::fs::copy(wheel, d.join("wheelhouse").join(name)).unwrap();
+    };
+    let house_cases: [Case; 2] = [
+        (
+            "house-disguise",
+            Box::new(|d: &Path| house(d, &disguised, "requests-2.31.0-py3-none-any.whl")),
+            "is not what its name says: it is a wheel of `kiln-fixture-pure`, not of `requests`",
+        ),
+        (
+            "house-component",
+            Box::new(|d: &Path| house(d, &other_version, "kiln_fixture_cext-9.0.0-py3-none-any.whl")),
+            "which kiln installs as its component fixture-cext: the lock names fixture-cext no version of it",
+        ),
+    ];
+    for (case, edit, says) in house_cases {
+        let (out, cache) = install(case, &*edit);
+        let err = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{case}: accepted: {}{err}",
+            text(&out.stdout)
+        );
+        assert!(err.contains("its wheelhouse wheel `wheelhouse/"), "{case}: {err}");
+        assert!(err.contains(says), "{case}: {err}");
+        assert!(!cache.join("wheelhouse").exists(), "{case}: a wheel came in");
+    }
+    let cases: [Case; 4] = [
+        (
+            "leaves",
+            Box::new(|d: &Path| {
+                plant_aot(d, "fixture-pure", &version, &outside, None);
+            }),
+            "outside site-packages",
+        ),
+        (
+            "key",
+            Box::new(|d: &Path| {
+                plant_aot(
+                    d,
+                    "fixture-pure",
+                    &version,
+                    "kiln_fixture_pure/m.so",
+                    Some(&"ab".repeat(16)),
+                );
+            }),
+            "is filed under a key its manifest does not hash to",
+        ),
+        (
+            "component",
+            Box::new(|d: &Path| {
+                plant_aot(d, "fixture-cext", &version, "kiln_fixture_cext/m.so", None);
+            }),
+            "is for fixture-cext",
+        ),
+        (
+            "extra",
+            Box::new(|d: &Path| {
+                let key = plant_aot(d, "fixture-pure", &version, "kiln_fixture_pure/m.so", None);
+                std::fs::write(d.join("aot").join(key).join("files/sitecustomize.py"), "x").unwrap();
+            }),
+            "which its manifest does not name",
+        ),
+    ];
+    for (case, edit, says) in cases {
+        let (out, cache) = install(case, &*edit);
+        let err = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{case}: accepted: {}{err}",
+            text(&out.stdout)
+        );
+        assert!(err.contains("its compiled-module entry `aot/"), "{case}: {err}");
+        assert!(err.contains(says), "{case}: {err}");
+        assert!(err.contains("moved aside"), "{case}: {err}");
+        assert!(!cache.join("aot").exists(), "{case}: an entry came in");
+        assert!(!escaped.exists(), "{case}: a file was written outside site-packages");
+    }
+    // A well-formed entry for the locked component comes in with the bundle.
+    let (out, cache) = install("good", &|d: &Path| {
+        let key = plant_aot(d, "fixture-pure", &version, "kiln_fixture_pure/m.so", None);
+        assert!(!key.is_empty());
+    });
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_dir(cache.join("aot")).unwrap().count(), 1);
+}
