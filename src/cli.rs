@@ -77,8 +77,8 @@ pub struct Global {
     #[arg(long, short = 'q', global = true)]
     pub quiet: bool,
     /// Kill a build command that writes nothing and uses no CPU time for this long (`90s`, `20m`,
-    /// `6h`) [default: the recipe's `[build] stall`, else none]
-    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    /// `6h`); `none` lifts the limit [default: the recipe's `[build] stall`, else 30m]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = stall)]
     pub stall: Option<std::time::Duration>,
     /// Kill a build that runs longer than this, all its commands together [default: the recipe's
     /// `[build] limit`, else none]
@@ -109,6 +109,14 @@ pub struct Global {
 }
 
 /// A `--stall` or `--limit` value.
+/// `--stall`: a duration, or `none` (no stall limit, kept as zero).
+fn stall(s: &str) -> Result<std::time::Duration, String> {
+    if s == "none" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    duration(s).map_err(|e| format!("{e}, or `none`"))
+}
+
 fn duration(s: &str) -> Result<std::time::Duration, String> {
     crate::recipe::parse_duration(s)
         .ok_or_else(|| format!("expected a number and a unit: `90s`, `20m`, `6h` or `1d`, not `{s}`"))

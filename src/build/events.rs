@@ -145,10 +145,14 @@ impl Reporter for EventLog {
     }
 }
 
-/// Reads an event log; lines that do not parse are skipped.
+/// Reads an event log (a regular file within the cache limit); lines that do not parse are
+/// skipped.
 pub fn read(path: &Path) -> Vec<Event> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
+    let bytes = crate::state::read(path, crate::state::CACHE_LIMIT, "")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    String::from_utf8_lossy(&bytes)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()

@@ -107,11 +107,10 @@ pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     crate::store::atomic::write(path, bytes, crate::store::atomic::Sync::Durable)
 }
 
-/// Copies through a temporary name, so a reader never sees half a file.
+/// Copies through a temporary file of its own, so a reader never sees half a file and two
+/// writers never share one.
 fn write_copy(from: &Path, to: &Path) -> std::io::Result<()> {
-    let tmp = to.with_extension("kiln-tmp");
-    std::fs::copy(from, &tmp)?;
-    std::fs::rename(&tmp, to)
+    crate::store::atomic::copy(from, to)
 }
 
 /// `record` with a line for `path` added; `None` when it lists it already.

@@ -231,9 +231,12 @@ impl WheelJob<'_> {
         Ok(self.bounded(c))
     }
 
-    /// The stall and overall limits (the command line's, else the recipe's).
+    /// The stall and overall limits (the command line's, else the recipe's; see [`stall_of`]).
     fn limits(&self) -> (Option<Duration>, Option<Duration>) {
-        (self.cx.stall.or(self.spec.stall), self.cx.limit.or(self.spec.limit))
+        (
+            stall_of(self.cx.stall, self.spec.stall),
+            self.cx.limit.or(self.spec.limit),
+        )
     }
 
     /// `c` within the build's limits: its stall limit, and what is left of the overall one.
@@ -313,8 +316,36 @@ fn jobs_text(jobs: usize) -> String {
     format!("{jobs} job{}", plural(jobs))
 }
 
+/// A build command that writes nothing and uses no CPU time for this long is killed unless the
+/// command line or the recipe says otherwise: a hung build (a lock waited on, a prompt
+/// nobody answers) ends instead of holding the environment's lock for ever. A compile that
+/// runs long uses CPU time and is never taken for stalled.
+pub const DEFAULT_STALL: Duration = Duration::from_secs(30 * 60);
+
+/// The stall limit: `--stall` (zero: `none`, no limit), else the recipe's `[build] stall`,
+/// else [`DEFAULT_STALL`].
+pub fn stall_of(cli: Option<Duration>, recipe: Option<Duration>) -> Option<Duration> {
+    match cli.or(recipe) {
+        Some(d) if d.is_zero() => None,
+        Some(d) => Some(d),
+        None => Some(DEFAULT_STALL),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_build_stalls_at_the_command_lines_limit_else_the_recipes_else_thirty_minutes() {
+        use super::{DEFAULT_STALL, stall_of};
+        use std::time::Duration;
+        let m = |n: u64| Some(Duration::from_secs(n * 60));
+        assert_eq!(stall_of(None, None), Some(DEFAULT_STALL));
+        assert_eq!(DEFAULT_STALL, Duration::from_secs(1800));
+        assert_eq!(stall_of(None, m(20)), m(20));
+        assert_eq!(stall_of(m(5), m(20)), m(5));
+        assert_eq!(stall_of(Some(Duration::ZERO), m(20)), None, "`--stall none` lifts it");
+    }
+
     use super::*;
     use crate::recipe::Build;
     use crate::recipe::template::{Template, Vars};

@@ -40,11 +40,7 @@ pub enum Source {
 /// from the cache when a record of this reader is there, else read and kept.
 pub fn read(cache: &Path, file: &Path, sha256: &str) -> Result<(WheelFacts, Source), String> {
     let at = path(cache, sha256);
-    if let Some(r) = std::fs::read(&at)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
-        .filter(|r| r.reader == READER && r.sha256 == sha256)
-    {
+    if let Some(r) = crate::state::cached_json::<Record>(&at).filter(|r| r.reader == READER && r.sha256 == sha256) {
         return Ok((r.facts, Source::Cached));
     }
     let facts = wheel::read(file)?;

@@ -21,6 +21,30 @@ pub enum Sync {
 
 /// Writes `bytes` to `path` as described in the module doc; the directory is made if missing.
 pub fn write(path: &Path, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
+    write_mode(path, bytes, sync, 0o666)
+}
+
+/// [`write`] of a program: mode 0777 less the umask.
+pub fn write_executable(path: &Path, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
+    write_mode(path, bytes, sync, 0o777)
+}
+
+/// Copies the file `from` to `to` the same way, its mode kept, reading it as it goes.
+pub fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut src = std::fs::File::open(from)?;
+    let mode = src.metadata()?.permissions().mode() & 0o7777;
+    let (mut tmp, _) = temporary(to, mode)?;
+    std::io::copy(&mut src, &mut tmp)?;
+    // The mode of the file copied, as `std::fs::copy` keeps it (the umask does not apply).
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))?;
+    tmp.persist(to).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A temporary file beside `path` (the directory made if missing), created with `mode` less
+/// the umask as a file written in place would be (not tempfile's 0600), and that directory.
+fn temporary(path: &Path, mode: u32) -> std::io::Result<(tempfile::NamedTempFile, std::path::PathBuf)> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -30,19 +54,23 @@ pub fn write(path: &Path, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // Mode 0666 less the umask, as a file written in place would be (not tempfile's 0600).
-    let mut tmp = tempfile::Builder::new()
+    let tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
         .tempfile_in(dir)?;
+    Ok((tmp, dir.to_path_buf()))
+}
+
+fn write_mode(path: &Path, bytes: &[u8], sync: Sync, mode: u32) -> std::io::Result<()> {
+    let (mut tmp, dir) = temporary(path, mode)?;
     tmp.write_all(bytes)?;
     if sync == Sync::Durable {
         tmp.as_file().sync_all()?;
     }
     tmp.persist(path).map_err(|e| e.error)?;
     if sync == Sync::Durable {
-        sync_dir(dir)?;
+        sync_dir(&dir)?;
     }
     Ok(())
 }
@@ -55,6 +83,36 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program keeps its mode (less the umask), a copy the mode of what it copies, and a
+    /// copy is whole once it is there (no fixed temporary name two copies could share).
+    #[test]
+    fn programs_and_copies_get_their_modes_and_leave_no_temporary_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("bin/tool");
+        write_executable(&prog, b"#!/bin/sh\n", Sync::Cache).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&prog) & 0o111, 0o111 & !umask(), "{:o}", mode(&prog));
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let copied = dir.path().join("site/pkg/tool");
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| copy(&prog, &copied).unwrap());
+            }
+        });
+        assert_eq!(mode(&copied), 0o750);
+        assert_eq!(std::fs::read(&copied).unwrap(), b"#!/bin/sh\n");
+        let left: Vec<_> = std::fs::read_dir(copied.parent().unwrap()).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    fn umask() -> u32 {
+        // SAFETY: umask only swaps the process's mask; it is put back at once.
+        let m = unsafe { libc::umask(0o022) };
+        unsafe { libc::umask(m) };
+        m as u32
+    }
 
     #[test]
     fn concurrent_writers_leave_one_whole_file_and_no_temporary_one() {

@@ -28,13 +28,17 @@ pub fn find_locked(cache: &Path, step: &Want) -> Result<Option<(WheelKey, Cached
         .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()));
     for dir in entries {
-        let record = std::fs::read_to_string(dir.join(SHA256)).unwrap_or_default();
-        if record.trim() != want {
+        let record = crate::state::read(&dir.join(SHA256), 1024, "")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        if String::from_utf8_lossy(&record).trim() != want {
             continue;
         }
-        let Some(theirs) = std::fs::read_to_string(dir.join("key.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        let Some(theirs) =
+            crate::state::read_json::<serde_json::Value>(&dir.join("key.json"), crate::state::RECORD_LIMIT, "")
+                .ok()
+                .flatten()
         else {
             continue;
         };

@@ -279,7 +279,17 @@ pub fn quarantine_path(cache: &Path, name: &str) -> PathBuf {
 }
 
 fn mark_of(entry: &Path) -> Option<Unverified> {
-    let text = std::fs::read(entry.join(UNVERIFIED)).ok()?;
+    let text = match crate::state::read(&entry.join(UNVERIFIED), crate::state::RECORD_LIMIT, "") {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
+        // A mark that is not a small regular file still marks the wheel unverified.
+        Err(e) => {
+            return Some(Unverified {
+                why: format!("its mark cannot be read: {e}"),
+                since: 0,
+            });
+        }
+    };
     // A mark that cannot be read still marks the wheel unverified.
     Some(serde_json::from_slice(&text).unwrap_or_else(|e| Unverified {
         why: format!("its mark cannot be read: {e}"),

@@ -151,15 +151,11 @@ fn git_for(url: &str, cache: &Path) -> Result<(Cmd, String), SourceError> {
     let (plain, credential) = secrets::split_url(url);
     let mut cmd = Cmd::new("git");
     if let Some(c) = credential {
-        use std::os::unix::fs::PermissionsExt;
         let script = cache.join("tools").join("git-askpass");
         if std::fs::read_to_string(&script).ok().as_deref() != Some(ASKPASS) {
             let dir = cache.join("tools");
             std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
-            let tmp = dir.join(format!("git-askpass.{}.tmp", std::process::id()));
-            std::fs::write(&tmp, ASKPASS)
-                .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)))
-                .and_then(|()| std::fs::rename(&tmp, &script))
+            crate::store::atomic::write_executable(&script, ASKPASS.as_bytes(), crate::store::atomic::Sync::Cache)
                 .map_err(io(format!("cannot write {}", script.display())))?;
         }
         // No credential helper of the user's keeps it either (`credential.helper=` empties
