@@ -164,7 +164,7 @@ fn install_and_verify(
             .and_then(|v| r.version_entry(&v))
             .map(|e| e.constraints.clone())
             .unwrap_or_default();
-        let written = write_constraints(cx, dist, &own, &p.work).map_err(|e| {
+        let written = write_constraints(cx, plan, dist, &own, &p.work).map_err(|e| {
             (
                 BuildFailure::new(&step.name, Phase::Install, StepError::io(context)(e)),
                 None,
@@ -434,17 +434,29 @@ fn clean_up(work: &Path, wheel: Option<&Path>) {
     }
 }
 
-/// Pins every installed distribution kiln manages, so that installing with dependencies can
-/// never replace one of them (torch above all) behind the user's back, and adds the
-/// version's own `constraints` (dependencies its metadata leaves too open).
-fn write_constraints(cx: &Context, except: &str, own: &[String], work: &Path) -> std::io::Result<PathBuf> {
+/// Pins every distribution kiln manages, so that installing with dependencies can never
+/// replace one of them (torch above all) behind the user's back: at the version the plan
+/// installs where a step of it changes that component (steps before this one installed it, the
+/// ones after will), else at the version installed before the run. Adds the version's own
+/// `constraints` (dependencies its metadata leaves too open). The facts from before the run
+/// alone were not enough: a component an earlier step installed was unpinned, and the next
+/// step's dependencies replaced it (vLLM 0.26.0: cutlass-dsl 4.6.0 installed, then replaced by
+/// 4.8.1 when flashinfer 0.6.14 was installed).
+fn write_constraints(cx: &Context, plan: &Plan, except: &str, own: &[String], work: &Path) -> std::io::Result<PathBuf> {
     let mut lines = own.to_vec();
     for r in cx.set.recipes.values() {
         let Some(d) = &r.dist else { continue };
         if normalize(d) == normalize(except) {
             continue;
         }
-        if let Some(inst) = cx.facts.dists.get(&normalize(d)) {
+        let planned = plan
+            .steps
+            .iter()
+            .find(|s| s.name == r.name && s.action.changes())
+            .and_then(|s| s.version.as_deref());
+        if let Some(v) = planned {
+            lines.push(format!("{d}=={}", v.split('+').next().unwrap_or(v)));
+        } else if let Some(inst) = cx.facts.dists.get(&normalize(d)) {
             lines.push(format!("{}=={}", inst.name, inst.version));
         }
     }

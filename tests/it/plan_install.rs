@@ -214,3 +214,48 @@ fn install_carries_out_a_replacement_of_another_distribution_as_planned() {
         "the former distribution is replaced"
     );
 }
+
+/// A later step's dependencies never replace what an earlier step of the same run installed.
+/// Ground truth: vLLM 0.26.0 from source through kiln (docs/gpu-proof.md §17): the plan
+/// installed nvidia-cutlass-dsl 4.6.0 (vllm 0.26.0 pins it), and the next step, flashinfer
+/// 0.6.14 with its dependencies, replaced it by 4.8.1, because the constraints of each step
+/// pinned the versions installed before the run. Here six 1.17.0 is installed; an app whose
+/// recipe pins fixture-six ==1.16.0 and whose wheel requires `six` is installed with its
+/// dependencies after the plan's reinstall of six 1.16.0, and six stays at 1.16.0.
+#[test]
+fn a_later_steps_dependencies_keep_what_an_earlier_step_installed() {
+    let w = World::new();
+    w.write("recipes/fixture-six.toml", SIX);
+    let app = w.dir.path().join("needs-six");
+    std::fs::create_dir_all(app.join("kiln_needs_six")).unwrap();
+    std::fs::write(
+        app.join("pyproject.toml"),
+        "[build-system]\nrequires = [\"setuptools>=61\", \"wheel\"]\nbuild-backend = \"setuptools.build_meta\"\n\
+         [project]\nname = \"kiln-needs-six\"\nversion = \"1.0.0\"\ndependencies = [\"six\"]\n\
+         [tool.setuptools]\npackages = [\"kiln_needs_six\"]\n",
+    )
+    .unwrap();
+    std::fs::write(app.join("kiln_needs_six/__init__.py"), "import six\n").unwrap();
+    w.write(
+        "recipes/fixture-needs-six.toml",
+        &format!(
+            "[package]\nname = \"fixture-needs-six\"\ndist = \"kiln-needs-six\"\nversion = \"1.0.0\"\n\
+             summary = \"test fixture\"\n\n[source]\npath = \"{}\"\n\n[depends]\nfixture-six = \"==1.16.0\"\n\n\
+             [install]\ndeps = true\n\n[verify]\nimports = [\"kiln_needs_six\"]\n",
+            app.display()
+        ),
+    );
+    let (_, versions) = installed(&w, &["fixture-six"]);
+    assert_eq!(versions["fixture-six"], "1.17.0");
+    // kiln keeps an installed component unless allowed to replace it.
+    let targets = ["--allow-replace", "fixture-six", "fixture-needs-six"];
+    let plan = planned(&w, &targets);
+    assert_eq!(
+        plan["fixture-six"],
+        ("reinstall".to_string(), Some("1.16.0".to_string())),
+        "{plan:?}"
+    );
+    let (v, versions) = installed(&w, &targets);
+    same(&plan, &v, &versions);
+    assert_eq!(w.py("import six; print(six.__version__)").unwrap().trim(), "1.16.0");
+}
