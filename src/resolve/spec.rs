@@ -217,16 +217,27 @@ impl BuildSpec {
                 }
             }
         }
+        // The toolkit kiln judged is the one the build uses: `CUDA_HOME` (read by torch's
+        // extension builder and flashinfer) and its `bin/` first on `PATH`, for the builds that
+        // find nvcc there instead (CMake's FindCUDA, which torch's Caffe2/public/cuda.cmake
+        // runs, ignores CUDA_HOME and failed on vLLM 0.26.0 with "CUDA_TOOLKIT_ROOT_DIR not
+        // found" where nvcc was only under CUDA_HOME). A recipe's own values win.
+        let cuda_bin = vars
+            .cuda_home
+            .as_ref()
+            .map(|h| format!("{}/bin:", h.trim_end_matches('/')));
+        if let Some(home) = &vars.cuda_home {
+            env.entry("CUDA_HOME".into()).or_insert_with(|| Arg::text(home));
+        }
+        let mut path = Vec::new();
         if !build.requires.is_empty() {
             env.insert("PYTHONPATH".into(), Arg(vec![Piece::Overlay]));
-            env.insert(
-                "PATH".into(),
-                Arg(vec![
-                    Piece::Overlay,
-                    Piece::Text("/bin:".into()),
-                    Piece::Inherited("PATH".into()),
-                ]),
-            );
+            path.extend([Piece::Overlay, Piece::Text("/bin:".into())]);
+        }
+        path.extend(cuda_bin.map(Piece::Text));
+        if !path.is_empty() && !env.contains_key("PATH") {
+            path.push(Piece::Inherited("PATH".into()));
+            env.insert("PATH".into(), Arg(path));
         }
         let command = |ts: &[Template]| ts.iter().map(|t| Arg::of(t, vars)).collect::<Result<Vec<_>, _>>();
         let prepare = build
@@ -388,7 +399,9 @@ mod tests {
         assert_eq!(shown["MAX_JOBS"], "6");
         assert_eq!(shown["OUT"], "<wheel dir>/x-1.2.3");
         assert_eq!(shown["PYTHONPATH"], "<build requirements>");
-        assert_eq!(shown["PATH"], "<build requirements>/bin:$PATH");
+        // The toolkit kiln judged comes next: FindCUDA looks for nvcc on PATH, not CUDA_HOME.
+        assert_eq!(shown["PATH"], "<build requirements>/bin:/usr/local/cuda/bin:$PATH");
+        assert_eq!(shown["CUDA_HOME"], "/usr/local/cuda");
 
         let run = RunValues {
             src: "/w/src".into(),
@@ -403,7 +416,7 @@ mod tests {
         let env = spec.env_with(&run);
         assert_eq!(env["MAX_JOBS"], "3");
         assert_eq!(env["OUT"], "/w/wheel/x-1.2.3");
-        assert_eq!(env["PATH"], "/w/req/bin:/usr/bin");
+        assert_eq!(env["PATH"], "/w/req/bin:/usr/local/cuda/bin:/usr/bin");
         assert_eq!(
             BuildSpec::argv(&spec.prepare[0], &run),
             ["/v/bin/python", "/w/src/tools/prep.py", "-j3"]

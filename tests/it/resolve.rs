@@ -1,7 +1,7 @@
 //! The resolver: one version of each component with every constraint satisfied, adopted
 //! installs kept, explanations a person can follow, and a way out.
 
-use crate::common::{World, done, kiln_bare, package, stand_in, stdout_json, step, text};
+use crate::common::{World, done, kiln_bare, package, sh, stand_in, stdout_json, step, text};
 
 fn versions(v: &serde_json::Value) -> Vec<(String, String)> {
     v["versions"]
@@ -512,6 +512,29 @@ fn vllm_0_26_0_plans_every_input_with_its_pin_and_builds_with_gcc_12() {
         serde_json::json!([{"arch": "9.0", "images": ["sm_90a"]}])
     );
     assert_eq!(target(both, "_flashmla_C")["outcome"], "compiled");
+    // With the toolkit under CUDA_HOME alone, the build finds its nvcc first on PATH too:
+    // CMake's FindCUDA (torch's Caffe2/public/cuda.cmake) ignores CUDA_HOME, and the real
+    // 0.26.0 configure failed without it (docs/gpu-proof.md §17, "CUDA_TOOLKIT_ROOT_DIR not
+    // found or specified").
+    let home = w.dir.path().join("cuda-home");
+    std::fs::create_dir_all(home.join("bin")).unwrap();
+    std::fs::write(
+        home.join("bin/nvcc"),
+        "#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n",
+    )
+    .unwrap();
+    sh(&home, &["chmod", "755", "bin/nvcc"]);
+    let out = w
+        .kiln_with(&w.dir.path().join("fixtures/cuda-recipes"))
+        .env("CUDA_HOME", &home)
+        .env_remove("KILN_CUDA_VERSION")
+        .args(["plan", "--json", "--arch", "12.0", "fixture-cuda"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let env = &step(&v, "fixture-cuda")["env"];
+    assert_eq!(env["CUDA_HOME"], home.display().to_string(), "{v}");
+    assert_eq!(env["PATH"], format!("{}/bin:$PATH", home.display()), "{v}");
     // The same g++ 12 is below 0.33.0's floor.
     let v = plan("vllm==0.33.0");
     let s = step(&v, "vllm");
