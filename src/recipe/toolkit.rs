@@ -81,6 +81,33 @@ impl ToolkitPart {
     }
 }
 
+impl ToolkitPart {
+    /// Where the part comes from for a toolkit made of NVIDIA's PyPI wheels (the `cuda-toolkit`
+    /// meta-package's extras, each a `nvidia-*` wheel; they put libraries in `lib/`, versioned
+    /// only), so that the message says how to complete one. Read off cuda-toolkit 13.0.2's
+    /// wheels (docs/gpu-proof.md §17), whose extras ship no driver stub.
+    pub fn supplied_by(self) -> &'static str {
+        match self {
+            ToolkitPart::Lib64 => "NVIDIA's wheels keep their libraries in lib/: a link lib64 -> lib",
+            ToolkitPart::Cudart => {
+                "cuda-toolkit[cudart] (nvidia-cuda-runtime) ships lib/libcudart.so.<major> only: a link libcudart.so -> it"
+            }
+            ToolkitPart::Nvrtc => {
+                "cuda-toolkit[nvrtc] (nvidia-cuda-nvrtc) ships lib/libnvrtc.so.<major> only: a link libnvrtc.so -> it"
+            }
+            ToolkitPart::DriverStub => {
+                "no NVIDIA PyPI wheel ships it; NVIDIA's CUDA installer puts it in lib64/stubs, and for linking any                  shared library whose SONAME is libcuda.so.1 does (the driver's own is loaded at run time)"
+            }
+            ToolkitPart::LibraryHeaders => {
+                "cuda-toolkit[cublas,cusparse,cusolver] of nvcc's version (nvidia-cublas, nvidia-cusparse, nvidia-cusolver)"
+            }
+            ToolkitPart::HeaderVersion => {
+                "every cuda-toolkit extra at nvcc's version (`cuda-toolkit[nvcc,crt,nvvm,cudart,...]==13.0.2`;                  nvidia-cuda-nvcc alone pulls the newest runtime headers)"
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for ToolkitPart {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())

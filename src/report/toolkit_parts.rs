@@ -16,12 +16,17 @@ pub fn lacks(home: &str, lacks: &[ToolkitLack]) -> String {
                 (ToolkitPart::Lib64, None) => format!("no directory {}", l.looked.join("")),
                 (_, None) => format!("none of {}", l.looked.join(", ")),
             };
-            format!("{} ({what}; needed by {})", l.part, l.needed_by)
+            format!(
+                "{} ({what}; needed by {}; from: {})",
+                l.part,
+                l.needed_by,
+                l.part.supplied_by()
+            )
         })
         .collect();
     format!(
         "cannot build: the CUDA toolkit at {home} lacks {}; point CUDA_HOME at a complete CUDA toolkit of \
-         nvcc's version (NVIDIA's installer or distribution packages), or add those files to it",
+         nvcc's version (NVIDIA's installer or distribution packages), or add those parts to it as said",
         each.join("; ")
     )
 }

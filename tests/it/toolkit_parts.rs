@@ -71,6 +71,10 @@ fn a_toolkit_from_nvidias_wheels_blocks_the_vllm_build_naming_each_part_it_lacks
         format!("library-headers (no {home}/include/cusparse.h, "),
         "torch 2.11.0 include/ATen/cuda/CUDAContextLight.h:9-19".to_string(),
         "point CUDA_HOME at a complete CUDA toolkit".to_string(),
+        // Each with where a toolkit of NVIDIA's wheels gets it (docs/gpu-proof.md §17).
+        "from: NVIDIA's wheels keep their libraries in lib/: a link lib64 -> lib".to_string(),
+        "from: cuda-toolkit[nvrtc] (nvidia-cuda-nvrtc) ships lib/libnvrtc.so.<major> only".to_string(),
+        "from: no NVIDIA PyPI wheel ships it".to_string(),
     ] {
         assert!(reason.contains(&said), "{said}\n in {reason}");
     }
