@@ -42,7 +42,11 @@ pub fn cause_lines(path: &Path, from: u64, n: usize) -> Vec<String> {
     let mut buf = Vec::new();
     // Line numbers count from the top of the file; matching starts at `from`.
     let (mut number, mut at) = (0usize, 0u64);
-    while found.len() < n {
+    // A cause that ends in `:` (CMake's `CMake Error at FILE:LINE (message):`) says what it is
+    // on the indented lines after it: up to four of them are added to it.
+    let mut open: Option<usize> = None;
+    let mut added = 0;
+    while found.len() < n || open.is_some() {
         buf.clear();
         match std::io::BufRead::read_until(&mut reader, b'\n', &mut buf) {
             Ok(0) | Err(_) => break,
@@ -54,8 +58,20 @@ pub fn cause_lines(path: &Path, from: u64, n: usize) -> Vec<String> {
         if at <= from {
             continue;
         }
-        let line = String::from_utf8_lossy(&buf);
-        let line = line.trim();
+        let raw = String::from_utf8_lossy(&buf);
+        let line = raw.trim();
+        if let Some(i) = open {
+            if raw.starts_with([' ', '\t']) && !line.is_empty() && added < 4 {
+                added += 1;
+                seen.insert(line.to_string());
+                found[i] = clip(format!("{} {line}", found[i]));
+                continue;
+            }
+            open = None;
+        }
+        if found.len() >= n {
+            break;
+        }
         // kiln's own header naming the command is not output.
         if line.starts_with("$ ") {
             continue;
@@ -65,16 +81,24 @@ pub fn cause_lines(path: &Path, from: u64, n: usize) -> Vec<String> {
             && !NOT_CAUSES.iter().any(|m| lower.contains(m))
             && seen.insert(line.to_string())
         {
-            let mut text = line.to_string();
-            if text.len() > 300 {
-                let cut = (0..=300).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
-                text.truncate(cut);
-                text.push('…');
+            found.push(format!("line {number}: {}", clip(line.to_string())));
+            if line.ends_with(':') {
+                open = Some(found.len() - 1);
+                added = 0;
             }
-            found.push(format!("line {number}: {text}"));
         }
     }
     found
+}
+
+/// `text` cut to 300 bytes (at a character), marked with `…` where cut.
+fn clip(mut text: String) -> String {
+    if text.len() > 300 {
+        let cut = (0..=300).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
 }
 
 /// The last `n` lines of a file, read from its end (logs can be large).
@@ -117,6 +141,29 @@ mod tests {
         assert!(
             !e.tail.iter().any(|l| l.contains("#error")),
             "the tail alone would miss it"
+        );
+    }
+
+    /// CMake says what its error is on the indented lines after `CMake Error at ... (message):`;
+    /// the cause carries them. Ground truth: vLLM 0.26.0's configure against a toolkit found
+    /// only under CUDA_HOME (docs/gpu-proof.md §17), where kiln showed the header line alone.
+    #[test]
+    fn a_cmake_error_carries_the_message_on_the_lines_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("step.log");
+        let text = "-- Found Python\n\
+                    CMake Error at /t/share/cmake/Caffe2/Caffe2Config.cmake:90 (message):\n  \
+                    Your installed Caffe2 version uses CUDA but I cannot find the CUDA\n  \
+                    libraries.  Please set the proper CUDA prefixes and / or install CUDA.\n\
+                    Call Stack (most recent call first):\n  \
+                    CMakeLists.txt:111 (find_package)\n";
+        std::fs::write(&log, text).unwrap();
+        let causes = super::cause_lines(&log, 0, 8);
+        assert_eq!(
+            causes,
+            ["line 2: CMake Error at /t/share/cmake/Caffe2/Caffe2Config.cmake:90 (message): Your installed Caffe2 \
+              version uses CUDA but I cannot find the CUDA libraries.  Please set the proper CUDA prefixes and / or \
+              install CUDA."]
         );
     }
 }
