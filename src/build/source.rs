@@ -33,10 +33,23 @@ pub const OFFLINE_HINT: &str = "run once with the network first";
 pub enum NotCached {
     #[error("the sdist {url} is not in the source cache")]
     Sdist { url: String, dir: PathBuf },
-    #[error("the git repository {url} is not in the source cache")]
-    Git { url: String, dir: PathBuf },
-    #[error("the source cache's mirror of {url} has no commit `{rev}`")]
+    #[error(
+        "the git repository {url}{} is not in the source cache (seed it from a local clone or bare repository: `kiln cache add-mirror {url} DIR`)",
+        submodule.as_deref().map(|s| format!(" ({s})")).unwrap_or_default()
+    )]
+    Git {
+        url: String,
+        dir: PathBuf,
+        /// `submodule `PATH` of URL` when it is a submodule's mirror.
+        submodule: Option<String>,
+    },
+    #[error(
+        "the source cache's mirror of {url} has no commit `{rev}` (seed it from a clone that has: `kiln cache add-mirror {url} DIR`)"
+    )]
     Commit { url: String, rev: String, dir: PathBuf },
+    /// More than one mirror missing (a repository's submodules), each named.
+    #[error("{}", .0.iter().map(|n| n.to_string()).collect::<Vec<_>>().join("; "))]
+    Several(Vec<NotCached>),
     #[error("the archive {url} is not in the source cache")]
     Archive { url: String, dir: PathBuf },
     #[error("the wheel {url} is not in the source cache")]
@@ -47,6 +60,7 @@ impl NotCached {
     /// Where the cache would hold it.
     pub fn dir(&self) -> &Path {
         match self {
+            NotCached::Several(all) => all.first().map_or(Path::new(""), NotCached::dir),
             NotCached::Sdist { dir, .. }
             | NotCached::Git { dir, .. }
             | NotCached::Commit { dir, .. }
@@ -213,7 +227,11 @@ pub fn cached(source: &Source, cache: &Path) -> Result<(), NotCached> {
             if dir.join("HEAD").is_file() {
                 Ok(())
             } else {
-                Err(NotCached::Git { url: url.clone(), dir })
+                Err(NotCached::Git {
+                    url: url.clone(),
+                    dir,
+                    submodule: None,
+                })
             }
         }
         Source::Path { .. } | Source::Wheel { .. } => Ok(()),

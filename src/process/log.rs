@@ -161,9 +161,11 @@ mod tests {
         let causes = super::cause_lines(&log, 0, 8);
         assert_eq!(
             causes,
-            ["line 2: CMake Error at /t/share/cmake/Caffe2/Caffe2Config.cmake:90 (message): Your installed Caffe2 \
+            [
+                "line 2: CMake Error at /t/share/cmake/Caffe2/Caffe2Config.cmake:90 (message): Your installed Caffe2 \
               version uses CUDA but I cannot find the CUDA libraries.  Please set the proper CUDA prefixes and / or \
-              install CUDA."]
+              install CUDA."
+            ]
         );
     }
 }

@@ -456,3 +456,86 @@ imports = ["kiln_fixture_seeded"]
         "42"
     );
 }
+
+/// Offline, every mirror a git input lacks is named at once, a submodule's as a submodule of
+/// its parent, each with the command that seeds it. Ground truth: vLLM 0.26.0 offline through
+/// kiln (docs/gpu-proof.md §17): with DeepGEMM's mirror seeded, its two submodule mirrors
+/// (NVIDIA/cutlass, fmtlib/fmt) were named one per run, fmt only after cutlass was seeded, and
+/// nothing said how to seed a mirror without the network.
+#[test]
+fn offline_every_missing_submodule_mirror_is_named_with_the_way_to_seed_it() {
+    let w = World::new();
+    let repo = |name: &str| {
+        let dir = w.dir.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        git(&dir, &["init", "-q"]);
+        std::fs::write(dir.join("f"), name).unwrap();
+        git(&dir, &["add", "f"]);
+        git(&dir, &["commit", "-q", "-m", name]);
+        (dir.clone(), git(&dir, &["rev-parse", "HEAD"]).trim().to_string())
+    };
+    let (a, a_commit) = repo("sub-a");
+    let (_, b_commit) = repo("sub-b");
+    let (parent, _) = repo("parent");
+    std::fs::write(
+        parent.join(".gitmodules"),
+        "[submodule \"a\"]\n\tpath = a\n\turl = https://example.invalid/a.git\n\
+         [submodule \"b\"]\n\tpath = b\n\turl = https://example.invalid/b.git\n",
+    )
+    .unwrap();
+    git(&parent, &["add", ".gitmodules"]);
+    for (path, commit) in [("a", &a_commit), ("b", &b_commit)] {
+        git(
+            &parent,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{commit},{path}"),
+            ],
+        );
+    }
+    git(&parent, &["commit", "-q", "-m", "submodules"]);
+    let rev = git(&parent, &["rev-parse", "HEAD"]).trim().to_string();
+    let seed = |url: &str, dir: &Path| {
+        let out = w.kiln().args(["cache", "add-mirror", url]).arg(dir).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    seed("https://example.invalid/parent.git", &parent);
+    w.write(
+        "recipes/fixture-subs.toml",
+        &format!(
+            "[package]\nname = \"fixture-subs\"\ndist = \"kiln-fixture-pure\"\nversion = \"1.0.0\"\n\
+             summary = \"test fixture\"\n\n[source]\npath = \"../packages/kiln-fixture-pure\"\n\n\
+             [[build.inputs]]\nname = \"parent\"\ngit = \"https://example.invalid/parent.git\"\nrev = \"{rev}\"\n\
+             submodules = true\nenv = {{ FIXTURE_PARENT = \"{{path}}\" }}\nwhy = \"test fixture\"\n\n\
+             [verify]\nimports = [\"kiln_fixture_pure\"]\n"
+        ),
+    );
+    let reason = || {
+        let out = w
+            .kiln()
+            .args(["plan", "--offline", "--json", "fixture-subs"])
+            .output()
+            .unwrap();
+        let v = stdout_json(&out);
+        let s = crate::common::step(&v, "fixture-subs").clone();
+        assert_eq!(s["action"], "blocked", "{s}");
+        s["reason"].as_str().unwrap().to_string()
+    };
+    let r = reason();
+    for name in ["a", "b"] {
+        assert!(
+            r.contains(&format!(
+                "the git repository https://example.invalid/{name}.git (submodule `{name}` of https://example.invalid/parent.git) \
+                 is not in the source cache (seed it from a local clone or bare repository: \
+                 `kiln cache add-mirror https://example.invalid/{name}.git DIR`)"
+            )),
+            "{r}"
+        );
+    }
+    seed("https://example.invalid/a.git", &a);
+    let r = reason();
+    assert!(!r.contains("/a.git"), "{r}");
+    assert!(r.contains("submodule `b` of"), "{r}");
+}

@@ -193,7 +193,11 @@ pub fn git_mirror(url: &str, cache: &Path, offline: bool, log: &Path) -> Result<
     }
     if offline {
         return Err(SourceError::Offline {
-            what: NotCached::Git { url: url.into(), dir },
+            what: NotCached::Git {
+                url: url.into(),
+                dir,
+                submodule: None,
+            },
         });
     }
     let parent = dir.parent().unwrap_or(cache);
@@ -342,6 +346,7 @@ pub fn needed(url: &str, rev: &str, which: Which<'_>, cache: &Path) -> Result<Ve
     let missing = || NotCached::Git {
         url: url.to_string(),
         dir: mirror.clone(),
+        submodule: None,
     };
     if !mirror.join("HEAD").is_file() {
         return Err(missing());
@@ -361,6 +366,8 @@ pub fn needed(url: &str, rev: &str, which: Which<'_>, cache: &Path) -> Result<Ve
     if rev_parse(&mirror, &blob).is_none() {
         return Ok(out);
     }
+    // Every submodule mirror that is missing is named at once, each as a submodule.
+    let mut lacking = Vec::new();
     for sub in declared(&["--blob", &blob], Some(&mirror), None, url) {
         if !which.wants(&sub.path) {
             continue;
@@ -370,7 +377,25 @@ pub fn needed(url: &str, rev: &str, which: Which<'_>, cache: &Path) -> Result<Ve
         let Some(pinned) = line.split_whitespace().nth(2).filter(|c| is_hex(c)) else {
             continue;
         };
-        out.extend(needed(&sub.url, pinned, Which::All, cache)?);
+        match needed(&sub.url, pinned, Which::All, cache) {
+            Ok(dirs) => out.extend(dirs),
+            Err(NotCached::Git {
+                url: u,
+                dir,
+                submodule: None,
+            }) => lacking.push(NotCached::Git {
+                url: u,
+                dir,
+                submodule: Some(format!("submodule `{}` of {url}", sub.path)),
+            }),
+            Err(NotCached::Several(all)) => lacking.extend(all),
+            Err(e) => lacking.push(e),
+        }
+    }
+    match lacking.len() {
+        0 => {}
+        1 => return Err(lacking.remove(0)),
+        _ => return Err(NotCached::Several(lacking)),
     }
     out.sort();
     out.dedup();
