@@ -141,8 +141,8 @@ fn inputs_and_targets(b: &crate::resolve::spec::BuildSpec, archs: &[String]) -> 
             Outcome::Files => "files copied, nothing compiled".to_string(),
             Outcome::Skipped => "not compiled: no code for these archs".to_string(),
             Outcome::CompiledForNothing => format!(
-                "compiled with no kernel for {} (upstream has no switch to leave it out: {})",
-                on, t.why
+                "compiled with no kernel for {on} (no switch leaves it out: {}; `--json` has the rest)",
+                t.why.split(';').next().unwrap_or(&t.why)
             ),
         };
         out.push(format!("  {:w$}  {what}", t.name));
