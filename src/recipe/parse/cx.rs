@@ -227,6 +227,41 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The array of tables under `key` of `t` (`[[section]]`), each read by `one`; an entry whose
+    /// name (`name_of`) an earlier one has is reported at its `name` with what `twice` gives
+    /// for that name (the message and the fix).
+    pub fn named_tables<T>(
+        &mut self,
+        t: Table<'_>,
+        key: &str,
+        section: &str,
+        mut one: impl FnMut(&mut Self, Table<'_>, Range<usize>) -> Option<T>,
+        name_of: impl Fn(&T) -> &str,
+        twice: impl Fn(&str) -> (String, &'static str),
+    ) -> Vec<T> {
+        let mut out: Vec<T> = Vec::new();
+        let Some(item) = t.get(key) else {
+            return out;
+        };
+        let Some(tables) = item.as_array_of_tables() else {
+            let parent = section.strip_suffix(&format!(".{key}")).unwrap_or(section);
+            self.wrong_type(item, &format!("an array of tables ([[{section}]])"), key, parent);
+            return out;
+        };
+        for (table, header) in tables {
+            let Some(entry) = one(self, table, header) else {
+                continue;
+            };
+            if out.iter().any(|o| name_of(o) == name_of(&entry)) {
+                let (message, fix) = twice(name_of(&entry));
+                self.error(table.get("name").and_then(|i| i.span()), message, fix);
+                continue;
+            }
+            out.push(entry);
+        }
+        out
+    }
+
     /// The GPU archs listed under `key`, each bad one reported where it is written.
     pub fn archs(&mut self, t: Table<'_>, key: &str, section: &str) -> Option<Vec<crate::arch::Arch>> {
         let list = self.strings(t, key, section)?;

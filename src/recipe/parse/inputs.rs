@@ -32,34 +32,19 @@ const KEYS: &[&str] = &[
 /// The inputs under `key` of `t` (an array of tables), `section` naming it in messages
 /// (`build.inputs`, `versions.inputs`).
 pub(super) fn read(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<Input> {
-    let mut out: Vec<Input> = Vec::new();
-    let Some(item) = t.get("inputs") else {
-        return out;
-    };
-    let Some(tables) = item.as_array_of_tables() else {
-        cx.wrong_type(
-            item,
-            &format!("an array of tables ([[{section}]])"),
-            "inputs",
-            section.trim_end_matches(".inputs"),
-        );
-        return out;
-    };
-    for (table, header) in tables {
-        if let Some(input) = one(cx, table, header, section) {
-            if out.iter().any(|i| i.name == input.name) {
-                let at = table.get("name").and_then(|i| i.span());
-                cx.error(
-                    at,
-                    format!("build input `{}` is declared twice", input.name),
-                    "give each input of one build its own name",
-                );
-                continue;
-            }
-            out.push(input);
-        }
-    }
-    out
+    cx.named_tables(
+        t,
+        "inputs",
+        section,
+        |cx, table, header| one(cx, table, header, section),
+        |i| i.name.as_str(),
+        |name| {
+            (
+                format!("build input `{name}` is declared twice"),
+                "give each input of one build its own name",
+            )
+        },
+    )
 }
 
 fn one(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &str) -> Option<Input> {

@@ -15,34 +15,19 @@ const KEYS: &[&str] = &["name", "kind", "code", "no_arch", "why"];
 /// The targets under `targets` of `t` (an array of tables), `section` naming it in messages
 /// (`build.targets`, `versions.targets`).
 pub(super) fn read(cx: &mut Ctx, t: Table<'_>, section: &str) -> Vec<Target> {
-    let mut out: Vec<Target> = Vec::new();
-    let Some(item) = t.get("targets") else {
-        return out;
-    };
-    let Some(tables) = item.as_array_of_tables() else {
-        cx.wrong_type(
-            item,
-            &format!("an array of tables ([[{section}]])"),
-            "targets",
-            section.trim_end_matches(".targets"),
-        );
-        return out;
-    };
-    for (table, header) in tables {
-        let Some(target) = one(cx, table, header, section) else {
-            continue;
-        };
-        if out.iter().any(|o| o.name == target.name) {
-            cx.error(
-                table.get("name").and_then(|i| i.span()),
-                format!("build target `{}` is listed twice", target.name),
+    cx.named_tables(
+        t,
+        "targets",
+        section,
+        |cx, table, header| one(cx, table, header, section),
+        |t| t.name.as_str(),
+        |name| {
+            (
+                format!("build target `{name}` is listed twice"),
                 "list each target of one build once",
-            );
-            continue;
-        }
-        out.push(target);
-    }
-    out
+            )
+        },
+    )
 }
 
 fn one(cx: &mut Ctx, t: Table<'_>, header: std::ops::Range<usize>, section: &str) -> Option<Target> {
