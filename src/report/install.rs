@@ -381,10 +381,12 @@ pub fn locked_archs(path: &Path, archs: Option<&[crate::arch::Arch]>, from: crat
     let lock = path.display();
     match from {
         ArchsFrom::Given => println!("target {list} (--arch, as {lock} has it)"),
-        ArchsFrom::Lock => println!("target {list}: the archs of {lock} (--arch overrides)"),
-        ArchsFrom::Components => {
-            println!("target {list}: the archs {lock}'s components were built for (--arch overrides)")
+        ArchsFrom::Lock => {
+            println!("target {list}: the archs of {lock} (it reproduces them; --arch may only name the same)")
         }
+        ArchsFrom::Components => println!(
+            "target {list}: the archs {lock}'s components were built for (it reproduces them; --arch may only name the same)"
+        ),
         ArchsFrom::Gpus => println!("target: the GPUs found ({lock} names no archs)"),
     }
 }

@@ -68,7 +68,9 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
-        stdout.contains(&format!("target 9.0, 12.0: the archs of {lock_arg} (--arch overrides)")),
+        stdout.contains(&format!(
+            "target 9.0, 12.0: the archs of {lock_arg} (it reproduces them; --arch may only name the same)"
+        )),
         "{stdout}"
     );
     assert!(stdout.contains(&format!("reproduced {lock_arg}")), "{stdout}");
