@@ -140,6 +140,26 @@ impl Watch {
             done: false,
         }
     }
+
+    /// Runs `fetch` with a progress callback that starts a [`Task::Download`] of `what` for
+    /// `subject` once bytes flow (a file already in the cache is no wait, and shows nothing),
+    /// passes on its progress, and finishes it with `fetch`'s outcome.
+    pub fn download<T, E>(
+        &self,
+        subject: &str,
+        what: &str,
+        fetch: impl FnOnce(&mut dyn FnMut(u64, Option<u64>)) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut task: Option<Running> = None;
+        let got = fetch(&mut |done, total| {
+            task.get_or_insert_with(|| self.start(Task::Download, subject, what))
+                .progress(done, total)
+        });
+        if let Some(t) = task {
+            t.finish(got.is_ok());
+        }
+        got
+    }
 }
 
 /// A task under way.
@@ -236,6 +256,35 @@ mod tests {
         );
         // Nobody watching: nothing to do, nothing fails.
         Watch::default().start(Task::Aot, "flashinfer", "").finish(true);
+    }
+
+    /// A download shows only once bytes flow (a cached file is no wait), and ends with the
+    /// fetch's outcome: what `bundle --for` now tells of the sources it fetches.
+    #[test]
+    fn a_download_starts_with_its_first_bytes_and_ends_with_the_fetch() {
+        let (w, seen) = recorded();
+        let cached: Result<u8, ()> = w.download("vllm", "vllm-0.26.0.tar.gz", |_| Ok(1));
+        assert_eq!(cached, Ok(1));
+        assert!(seen.lock().unwrap().is_empty(), "a file already there shows nothing");
+        let failed: Result<(), String> = w.download("vllm", "vllm-0.26.0.tar.gz", |p| {
+            p(10, Some(100));
+            Err("cut".into())
+        });
+        assert!(failed.is_err());
+        let seen = seen.lock().unwrap();
+        assert!(
+            matches!(&seen[0], Event::Started { task: Task::Download, detail, .. } if detail == "vllm-0.26.0.tar.gz")
+        );
+        assert!(matches!(
+            &seen[1],
+            Event::Progress {
+                done: 10,
+                total: Some(100),
+                ..
+            }
+        ));
+        assert!(matches!(&seen[2], Event::Finished { ok: false, .. }));
+        assert_eq!(seen.len(), 3);
     }
 
     #[test]

@@ -121,6 +121,7 @@ pub fn fetch_sources(
     cache: &Path,
     offline: bool,
     log: &Path,
+    watch: &crate::watch::Watch,
 ) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     for c in &mut lock.components {
@@ -129,12 +130,18 @@ pub fn fetch_sources(
         let source = r.source_of(Some(c.public_version()));
         let got = match (c.source.split_once(':'), source) {
             (Some(("wheel", sha)), _) => match &c.wheel_url {
-                Some(url) => prebuilt::fetch(url, sha, cache, offline, &mut |_, _| {}).map(|_| ()),
+                Some(url) => watch
+                    .download(&c.name, file_name(url), |p| {
+                        prebuilt::fetch(url, sha, cache, offline, p)
+                    })
+                    .map(|_| ()),
                 None => Ok(()),
             },
-            (Some(("sha256", sha)), Some(Source::Sdist { url, .. })) => {
-                source::cached_download(url, sha, cache, offline, &mut |_, _| {}).map(|_| ())
-            }
+            (Some(("sha256", sha)), Some(Source::Sdist { url, .. })) => watch
+                .download(&c.name, file_name(url), |p| {
+                    source::cached_download(url, sha, cache, offline, p)
+                })
+                .map(|_| ()),
             (Some(("git", _)), Some(Source::Git { url, .. })) => {
                 source::git::git_mirror(url, cache, offline, log).map(|_| ())
             }
@@ -152,11 +159,18 @@ pub fn fetch_sources(
         let work = cache
             .join("work")
             .join(format!("bundle-inputs-{}-{}", c.name, std::process::id()));
-        match inputs::fetch(&declared, &work, cache, offline, log, &mut |_, _| {}) {
+        match watch.download(&c.name, "build inputs", |p| {
+            inputs::fetch(&declared, &work, cache, offline, log, p)
+        }) {
             Ok(fetched) => c.inputs = fetched.into_iter().map(|f| (f.name, f.identity)).collect(),
             Err(e) => problems.push(format!("{what}: its build inputs: {e}")),
         }
         let _ = std::fs::remove_dir_all(&work);
     }
     if problems.is_empty() { Ok(()) } else { Err(problems) }
+}
+
+/// The file name at the end of `url`.
+fn file_name(url: &str) -> &str {
+    url.rsplit('/').next().unwrap_or(url)
 }

@@ -156,7 +156,7 @@ pub fn run_for(settings: &Settings, node: &Path, targets: &[String], output: &Pa
         .map_err(|p| bad("the plan cannot be written as a lock", p))?;
     let _ = std::fs::create_dir_all(cache.join("logs"));
     let log = cache.join("logs").join(format!("bundle-{}.log", std::process::id()));
-    crate::bundle::planned::fetch_sources(&mut lock, &s.set, cache, settings.offline, &log)
+    crate::bundle::planned::fetch_sources(&mut lock, &s.set, cache, settings.offline, &log, &settings.watch)
         .map_err(|p| bad("kiln cannot fetch what the node installs from", p))?;
     let (mut contents, missing) = crate::bundle::contents(&lock, &s.set, cache);
     if !missing.is_empty() {

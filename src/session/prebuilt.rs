@@ -96,22 +96,15 @@ impl Session {
                             .or_insert_with(|| {
                                 let started = Instant::now();
                                 // Shown only once bytes flow: a wheel in the cache is no wait.
-                                let mut task = None;
-                                let cached = crate::build::prebuilt::fetch(
-                                    &w.url,
-                                    &w.sha256,
-                                    &settings.cache_dir,
-                                    settings.offline,
-                                    &mut |done, total| {
-                                        task.get_or_insert_with(|| {
-                                            settings.watch.start(Task::Download, &r.name, w.file.clone())
-                                        })
-                                        .progress(done, total)
-                                    },
-                                );
-                                if let Some(t) = task {
-                                    t.finish(cached.is_ok());
-                                }
+                                let cached = settings.watch.download(&r.name, &w.file, |progress| {
+                                    crate::build::prebuilt::fetch(
+                                        &w.url,
+                                        &w.sha256,
+                                        &settings.cache_dir,
+                                        settings.offline,
+                                        progress,
+                                    )
+                                });
                                 let fetch_seconds = started.elapsed().as_secs_f64();
                                 let read = Instant::now();
                                 let facts = cached.map_err(|e| e.to_string()).and_then(|p| {
