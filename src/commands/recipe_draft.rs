@@ -15,7 +15,8 @@ pub fn run(settings: &Settings, name: &str, version: Option<&str>) -> CmdResult 
         ));
     }
     let set = load_recipes(settings)?;
-    let d = crate::draft::draft(&set, name, version, &settings.cache_dir).map_err(|e| Failure::User(e.to_string()))?;
+    let d = crate::draft::draft(&set, name, version, &settings.cache_dir, &settings.watch)
+        .map_err(|e| Failure::User(e.to_string()))?;
     if settings.json {
         report::json(&d);
     } else {

@@ -147,7 +147,13 @@ pub enum DraftError {
 
 /// Drafts `name` (a recipe's name or a distribution's) at `version` (the newest final release
 /// when `None`).
-pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -> Result<Draft, DraftError> {
+pub fn draft(
+    set: &RecipeSet,
+    name: &str,
+    version: Option<&str>,
+    cache: &Path,
+    watch: &crate::watch::Watch,
+) -> Result<Draft, DraftError> {
     let recipe = set.get(name);
     let dist = recipe.and_then(|r| r.dist.clone()).unwrap_or_else(|| name.to_string());
     let index = pypi::project_url(&dist);
@@ -182,12 +188,14 @@ pub fn draft(set: &RecipeSet, name: &str, version: Option<&str>, cache: &Path) -
         .find(|f| f.filename.ends_with(".whl") && linux_wheel(&f.filename) && f.has_metadata());
     let sdist_path = match &sdist {
         Some(s) => Some(
-            crate::build::source::cached_download(&s.url, &s.sha256, cache, false, &mut |_, _| {}).map_err(|e| {
-                DraftError::Sdist {
+            watch
+                .download(name, s.url.rsplit('/').next().unwrap_or(&s.url), |p| {
+                    crate::build::source::cached_download(&s.url, &s.sha256, cache, false, p)
+                })
+                .map_err(|e| DraftError::Sdist {
                     url: s.url.clone(),
                     detail: e.to_string(),
-                }
-            })?,
+                })?,
         ),
         None => None,
     };
