@@ -28,7 +28,8 @@
 //!   [`process`] is the one subprocess wrapper; [`compile_cache`] drives sccache with a shared
 //!   backend so a fleet compiles each translation unit once; [`store`] writes kiln's state files
 //!   atomically and checks a wheel against what its cache key says it is; [`shown`] escapes
-//!   names from outside in messages; [`watch`] carries what long work reports to whoever shows it.
+//!   names from outside in messages; [`watch`] carries what long work reports to whoever shows it;
+//!   [`crash_point`] names the points where crash-safety tests stop or kill kiln.
 //! * [`settings`] is what the command line decides, typed once ([`cli`] builds it); [`session`]
 //!   is the pipeline as plain data (probe, assess, solve, plan, execute) for the commands.
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
@@ -41,6 +42,7 @@ pub mod cache_dir;
 pub mod cli;
 pub mod commands;
 pub mod compile_cache;
+pub mod crash_point;
 pub mod download;
 pub mod draft;
 pub mod fatbin;

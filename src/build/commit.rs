@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use super::blame::{self, Blame, Fault};
 use super::failure::{BuildFailure, Restored, StepError, WheelFate};
 use super::install::Backup;
-use super::journal;
 use super::owned::{self, Added, Content, listed_with};
 use super::replace;
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
@@ -74,6 +73,7 @@ pub(super) fn commit(
             );
             fail(Phase::Install, StepError::io(context)(e))
         })?;
+    crate::crash_point::reached(&format!("journal begun {}", step.name));
     reporter.phase(step, Phase::Install, &format!("{} ({})", dist, cx.installer.name()));
     let mut runtime: Option<Added> = None;
     let facts = match replace::remove(step, cx, &replaced)
@@ -113,9 +113,11 @@ pub(super) fn commit(
             return Err(f);
         }
     };
+    crate::crash_point::reached(&format!("proven {}", step.name));
     let _ = std::fs::remove_dir_all(&backup_dir);
     let wheel = keep_wheel(&cx.cache, &p, is, &log_of(cx, step, Phase::Wheel));
     clean_up(&p.work, wheel.as_deref());
+    crate::crash_point::reached(&format!("cleaned up {}", step.name));
     Ok(StepDone {
         wheel,
         source: p.identity,
@@ -204,11 +206,13 @@ fn install_and_verify(
                 (failed(e), Some(Box::new(Fault::Outside(why))))
             })?;
     }
+    crate::crash_point::reached(&format!("installed {}", step.name));
     // Before the verification, so that its imports run with the run-time defaults.
     *runtime = write_runtime(step, cx, dist).map_err(|e| (BuildFailure::new(&step.name, Phase::Install, e), None))?;
     let version = step.version.as_deref().and_then(|v| v.parse().ok());
     reporter.phase(step, Phase::Verify, &r.imports_of(version.as_ref()).join(", "));
     let facts = verify(step, r, plan, cx).map_err(|(f, fault)| (f, Some(fault)))?;
+    crate::crash_point::reached(&format!("verified {}", step.name));
     record(step, r, plan, cx, &facts, dist, p).map_err(|f| (f, None))?;
     Ok(facts)
 }
@@ -350,7 +354,7 @@ fn record(
         owned::replace_file(&record, text.as_bytes()).map_err(io)?;
     }
     owned::replace_file(&Path::new(info).join("kiln.json"), text.as_bytes()).map_err(io)?;
-    journal::test_pause("record");
+    crate::crash_point::reached("record");
     Ok(())
 }
 

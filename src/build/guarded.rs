@@ -25,8 +25,21 @@ pub struct Guarded {
 /// environment of `python`, before anything in `site` changes.
 pub fn begin(cache: &Path, python: &Path, site: &Path, component: &str, dist: &str) -> std::io::Result<Guarded> {
     let lock = locks::env_lock(cache, python);
-    let snap = Snapshot::take(&[site.to_path_buf()], &snapshot::dir_for(&lock, cache, &run_stamp()))?;
-    let mut journal = Open::begin(cache, python, Some(snap.clone()));
+    let dir = snapshot::dir_for(&lock, cache, &run_stamp());
+    // Written down first, so that a kill while the copy is made removes it.
+    let mut journal = Open::snapshotting(cache, python, &dir)?;
+    let taken = Snapshot::take(&[site.to_path_buf()], &dir);
+    let snap = match taken {
+        Ok(snap) => snap,
+        Err(e) => {
+            if let Some(s) = journal.snapshot() {
+                s.discard();
+            }
+            journal.close();
+            return Err(e);
+        }
+    };
+    journal.snapshot_taken(snap.clone());
     if let Err(e) = journal.files_only(component, dist) {
         snap.discard();
         return Err(e);

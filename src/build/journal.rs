@@ -4,6 +4,8 @@
 //! between (`kill -9`, a power cut, a second Ctrl-C) leaves the entry behind, and the next kiln
 //! command of any kind finishes or rolls it back before it does anything else ([`recover`]):
 //!
+//! - `snapshotting` (the run's snapshot is being taken, nothing changed yet): the partial
+//!   snapshot is removed, so that a kill while it is taken leaves no copy of site-packages behind;
 //! - `installing` (install, verification or recording under way, or, in a run that is one
 //!   transaction, any point before the whole run is verified): rolled back — what was
 //!   installed is uninstalled (with the installer the step used), the backup copied back, and
@@ -43,6 +45,8 @@ use crate::process::{Cmd, group};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
+    /// The run's snapshot is being taken into `snapshot.dir`; the environment is unchanged.
+    Snapshotting,
     /// site-packages may have changed; nothing is proven yet.
     Installing,
     /// Verified and recorded; only the backup is left to remove.
@@ -89,7 +93,26 @@ fn write(path: &Path, entry: &Entry) -> std::io::Result<()> {
 }
 
 impl Open {
-    /// Writes the entry (state `installing`) before anything in the environment changes.
+    /// Writes the entry (state `snapshotting`, naming `snapshot_dir`) before the run's snapshot
+    /// is taken there; [`Open::snapshot_taken`] then names the snapshot.
+    pub fn snapshotting(cache: &Path, python: &Path, snapshot_dir: &Path) -> std::io::Result<Open> {
+        let partial = Snapshot {
+            dir: snapshot_dir.to_path_buf(),
+            roots: Vec::new(),
+        };
+        let mut open = Open::begin(cache, python, Some(partial));
+        open.entry.state = State::Snapshotting;
+        write(&open.path, &open.entry)?;
+        Ok(open)
+    }
+
+    /// The snapshot is whole; the entry says so when the first step is written down.
+    pub fn snapshot_taken(&mut self, snapshot: Snapshot) {
+        self.entry.snapshot = Some(snapshot);
+    }
+
+    /// The entry (state `installing`), written by the first step, before anything in the
+    /// environment changes.
     pub fn begin(cache: &Path, python: &Path, snapshot: Option<Snapshot>) -> Open {
         let entry = Entry {
             python: python.to_path_buf(),
@@ -181,6 +204,7 @@ impl Open {
     /// The step is over (proven, or put back): the entry goes.
     pub fn close(self) {
         let _ = std::fs::remove_file(&self.path);
+        crate::crash_point::reached("journal closed");
     }
 }
 
@@ -197,7 +221,9 @@ pub struct Recovered {
 impl std::fmt::Display for Recovered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let e = &self.entry;
-        let what = if e.component.is_empty() {
+        let what = if e.state == State::Snapshotting {
+            "a run".to_string()
+        } else if e.component.is_empty() {
             e.earlier.join(", ")
         } else {
             e.component.clone()
@@ -210,6 +236,12 @@ impl std::fmt::Display for Recovered {
         )?;
         match (&self.result, e.state, &e.backup) {
             (Ok(_), State::Done, _) => return write!(f, "it had verified and recorded it: finished"),
+            (Ok(_), State::Snapshotting, _) => {
+                return write!(
+                    f,
+                    "it was copying the environment's files before changing anything: the environment is as it was, the partial copy was removed"
+                );
+            }
             (Ok(_), State::Installing, _) if e.component.is_empty() => write!(
                 f,
                 "rolled back: the run had not verified every step, so what it installed was removed"
@@ -298,6 +330,8 @@ pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
     let Ok(dir) = std::fs::read_dir(cache.join("journal")) else {
         return Ok(Vec::new());
     };
+    // What a kiln killed while it wrote an entry left beside it.
+    crate::store::atomic::sweep(&cache.join("journal"));
     let mut paths: Vec<PathBuf> = dir
         .flatten()
         .map(|e| e.path())
@@ -311,10 +345,13 @@ pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
             continue; // a live kiln is in the middle of this step
         };
         let log = cache.join("logs").join(format!("recover-{}.log", super::run_stamp()));
+        crate::crash_point::reached("recover");
         let result = match entry.state {
-            State::Done => Ok(0),
+            // Only the partial snapshot is there; it goes below.
+            State::Snapshotting | State::Done => Ok(0),
             State::Installing => roll_back(&entry, &log),
         };
+        crate::crash_point::reached("recovered");
         if result.is_ok() {
             if !entry.backup_dir.as_os_str().is_empty() {
                 let _ = std::fs::remove_dir_all(&entry.backup_dir);
@@ -360,23 +397,10 @@ fn roll_back(entry: &Entry, log: &Path) -> Result<usize, String> {
         None => 0,
         Some(b) => b.restore().map(|()| b.len()).map_err(|e| e.to_string())?,
     };
+    crate::crash_point::reached("backup restored");
     if let Some(s) = &entry.snapshot {
         s.restore()
             .map_err(|e| format!("cannot put back the snapshot {}: {e}", s.dir.display()))?;
     }
     Ok(files)
-}
-
-/// A test hook: with `KILN_TEST_PAUSE_AT=<point>:<file>` kiln writes `<file>` when it reaches
-/// `<point>` and sleeps, so that a test can kill it there with `kill -9`. Used only where no
-/// subprocess runs that a test could block instead (between writing `kiln.json` and finishing).
-pub(super) fn test_pause(point: &str) {
-    let Ok(v) = std::env::var("KILN_TEST_PAUSE_AT") else {
-        return;
-    };
-    let Some((at, file)) = v.split_once(':') else { return };
-    if at == point {
-        let _ = std::fs::write(file, std::process::id().to_string());
-        std::thread::sleep(std::time::Duration::from_secs(600));
-    }
 }

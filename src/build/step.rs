@@ -224,6 +224,7 @@ pub(super) fn prepare(
             (w, false, n)
         }
     };
+    crate::crash_point::reached(&format!("prepared {}", step.name));
     Ok(Prepared {
         to_install: wheel.display().to_string(),
         identity: fetched.identity,

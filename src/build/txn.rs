@@ -115,22 +115,35 @@ impl<'a> Txn<'a> {
         uninstall: &Cmd,
     ) -> std::io::Result<()> {
         if self.journal.is_none() {
-            let snap = self.snapshot()?;
-            self.journal = Some(Open::begin(&self.cx.cache, &self.cx.python, Some(snap)));
+            // Written down first, so that a kill while the copy is made removes it.
+            let lock = locks::env_lock(&self.cx.cache, &self.cx.python);
+            let dir = snapshot::dir_for(&lock, &self.cx.cache, &super::run_stamp());
+            let mut j = Open::snapshotting(&self.cx.cache, &self.cx.python, &dir)?;
+            match self.snapshot(&dir) {
+                Ok(snap) => j.snapshot_taken(snap),
+                Err(e) => {
+                    if let Some(s) = j.snapshot() {
+                        s.discard();
+                    }
+                    j.close();
+                    return Err(e);
+                }
+            }
+            crate::crash_point::reached("snapshot taken");
+            self.journal = Some(j);
         }
         let j = self.journal.as_mut().expect("opened above");
         j.step(component, dist, backup, backup_dir, uninstall)
     }
 
-    fn snapshot(&self) -> std::io::Result<Snapshot> {
+    fn snapshot(&self, dir: &std::path::Path) -> std::io::Result<Snapshot> {
         let paths = &self.cx.facts.python.paths;
         let roots: Vec<std::path::PathBuf> = ["purelib", "platlib", "scripts"]
             .iter()
             .filter_map(|k| paths.get(*k).cloned().flatten())
             .map(std::path::PathBuf::from)
             .collect();
-        let lock = locks::env_lock(&self.cx.cache, &self.cx.python);
-        Snapshot::take(&roots, &snapshot::dir_for(&lock, &self.cx.cache, &super::run_stamp()))
+        Snapshot::take(&roots, dir)
     }
 
     /// The step is verified and recorded.
@@ -215,6 +228,7 @@ impl<'a> Txn<'a> {
         if let Some(j) = self.journal.as_mut() {
             let _ = j.done();
         }
+        crate::crash_point::reached("run done");
         self.close(true);
         self.undo
     }

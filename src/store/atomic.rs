@@ -2,7 +2,9 @@
 //! (the `tempfile` crate's `NamedTempFile`, so two writers never share one), are synced when the
 //! file must survive a power cut, and the temporary file is renamed over the target
 //! (`persist`), so a reader sees the old file or the new one, never a part; two concurrent
-//! writers each rename a whole file and the last one wins.
+//! writers each rename a whole file and the last one wins. A temporary file's name carries its
+//! writer's pid (`.{name}.{pid}.{random}.tmp`), so that [`sweep`] removes what a killed writer
+//! left and never a live one's.
 //!
 //! It deliberately ignores what the bytes are and whether an old file should be kept.
 
@@ -38,6 +40,7 @@ pub fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
     std::io::copy(&mut src, &mut tmp)?;
     // The mode of the file copied, as `std::fs::copy` keeps it (the umask does not apply).
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))?;
+    crate::crash_point::writing(to);
     tmp.persist(to).map_err(|e| e.error)?;
     Ok(())
 }
@@ -54,8 +57,9 @@ fn temporary(path: &Path, mode: u32) -> std::io::Result<(tempfile::NamedTempFile
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // The writer's pid in the name: what a killed writer left is told from a live one's.
     let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
+        .prefix(&format!(".{name}.{}.", std::process::id()))
         .suffix(".tmp")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
         .tempfile_in(dir)?;
@@ -68,11 +72,38 @@ fn write_mode(path: &Path, bytes: &[u8], sync: Sync, mode: u32) -> std::io::Resu
     if sync == Sync::Durable {
         tmp.as_file().sync_all()?;
     }
+    crate::crash_point::writing(path);
     tmp.persist(path).map_err(|e| e.error)?;
     if sync == Sync::Durable {
         sync_dir(&dir)?;
     }
     Ok(())
+}
+
+/// Removes from `dir` the temporary files of writers that are gone (a kiln killed between
+/// writing and renaming leaves one); those of live writers stay. Returns how many went.
+pub fn sweep(dir: &Path) -> usize {
+    let mut removed = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = writer_of(&name) else { continue };
+        // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether the pid exists.
+        let gone = pid != std::process::id()
+            && unsafe { libc::kill(pid as libc::pid_t, 0) } == -1
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The pid of the writer of a temporary file named `.{name}.{pid}.{random}.tmp`.
+fn writer_of(file: &str) -> Option<u32> {
+    let rest = file.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (rest, _random) = rest.rsplit_once('.')?;
+    let (_name, pid) = rest.rsplit_once('.')?;
+    pid.parse().ok().filter(|p| *p > 0)
 }
 
 /// Syncs a directory, so that the names renamed into it survive a crash.
@@ -105,6 +136,28 @@ mod tests {
         assert_eq!(std::fs::read(&copied).unwrap(), b"#!/bin/sh\n");
         let left: Vec<_> = std::fs::read_dir(copied.parent().unwrap()).unwrap().flatten().collect();
         assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    /// A temporary file of a writer that is gone is swept; a live writer's, the target and
+    /// names of another shape stay.
+    #[test]
+    fn only_the_temporary_files_of_writers_that_are_gone_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("entry.json"), b"{}", Sync::Cache).unwrap();
+        // A pid no process has: above the kernel's pid_max (at most 2^22).
+        let dead = dir.path().join(".entry.json.9999999.Ab12Cd.tmp");
+        let live = dir
+            .path()
+            .join(format!(".entry.json.{}.Xy34Zw.tmp", std::process::id()));
+        let other = dir.path().join(".entry.json.tmp");
+        for f in [&dead, &live, &other] {
+            std::fs::write(f, b"part").unwrap();
+        }
+        assert_eq!(writer_of(".kiln.json.123.Ab12Cd.tmp"), Some(123));
+        assert_eq!(writer_of(".entry.json.tmp"), None);
+        assert_eq!(sweep(dir.path()), 1);
+        assert!(!dead.exists() && live.exists() && other.exists());
+        assert!(dir.path().join("entry.json").exists());
     }
 
     fn umask() -> u32 {

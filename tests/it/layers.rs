@@ -33,6 +33,7 @@ const RANKS: &[(&str, u32)] = &[
     ("state", 0),
     ("shown", 0),
     ("watch", 0),
+    ("crash_point", 0),
 ];
 
 const MAX_LINES: usize = 500;

@@ -19,6 +19,7 @@ mod inputs;
 mod inputs_cmake;
 mod integrity;
 mod jit;
+mod kill_points;
 mod layers;
 mod leftovers;
 mod limits;
