@@ -12,53 +12,28 @@ use crate::common::{World, text};
 /// The variables that could make the test CA (or the machine's) trusted behind kiln's back.
 const CA_VARS: [&str; 4] = ["SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_DIR"];
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = StdCommand::new("openssl").args(args).current_dir(dir).output().unwrap();
-    assert!(out.status.success(), "openssl {args:?}: {}", text(&out.stderr));
-}
-
-/// A CA and a server certificate for 127.0.0.1 signed by it; returns (ca.pem, cert, key).
+/// A CA and a server certificate for 127.0.0.1 signed by it (ECDSA P-256, made by the rcgen
+/// crate: no `openssl` program needed); returns (ca.pem, cert, key).
 fn make_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=kiln test CA",
-    ]);
-    openssl(dir, &ca);
-    let mut csr = vec!["req"];
-    csr.extend(ec);
-    csr.extend(["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]);
-    openssl(dir, &csr);
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-        ],
-    );
-    (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name.push(DnType::CommonName, "kiln test CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let mut server = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    server.distinguished_name.push(DnType::CommonName, "127.0.0.1");
+    let key = KeyPair::generate().unwrap();
+    let cert = server.signed_by(&key, &ca).unwrap();
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    (
+        write("ca.pem", ca.pem()),
+        write("server.pem", cert.pem()),
+        write("server.key", key.serialize_pem()),
+    )
 }
 
 struct Server {
