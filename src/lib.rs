@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! recipes/*.toml ─► recipe::RecipeSet ─┐
-//!                                       ├─► resolve::status ─► resolve::plan ─► build ─► verify
+//!                                       ├─► resolve::status ─► resolve::plan ─► apply ─► verify
 //! machine, python ─► probe::{machine,python} ┘
 //! ```
 //!
@@ -20,13 +20,14 @@
 //!   kernel images for the target arch, build fingerprints), verdicts for runtime backends,
 //!   chooses one version of each component with a PubGrub solver, and makes a
 //!   [`resolve::Plan`] in dependency order, each step with its reason and build environment.
-//! * [`build`] carries out the plan: source → wheel → install → verify, restoring the
+//! * [`apply`] carries out the plan: source → wheel → install → verify, restoring the
 //!   environment when a step fails.
 //! * [`lock`] is `kiln.lock`: a proven environment written down, and what differs from it;
 //!   [`bundle`] packs a lock with the cached sources and wheels it needs, for air-gapped nodes.
 //! * [`arch`] is the arch vocabulary (`--arch 12.0` in each project's spelling) and the run rules;
 //!   [`process`] is the one subprocess wrapper; [`compile_cache`] drives sccache with a shared
-//!   backend so a fleet compiles each translation unit once; [`store`] writes kiln's state files
+//!   backend so a fleet compiles each translation unit once; [`store`] owns what kiln keeps in its cache
+//!   (wheels, AOT modules, locks, snapshots, unpacked archives), writes its state files
 //!   atomically and checks a wheel against what its cache key says it is; [`shown`] escapes
 //!   names from outside in messages; [`watch`] carries what long work reports to whoever shows it;
 //!   [`crash_point`] names the points where crash-safety tests stop or kill kiln.
@@ -35,8 +36,8 @@
 //! * Only [`commands`] and [`report`] know about the terminal; the rest returns typed data.
 //!   [`report`] draws typed reports and imports nothing above it.
 
+pub mod apply;
 pub mod arch;
-pub mod build;
 pub mod bundle;
 pub mod cache_dir;
 pub mod cli;

@@ -33,7 +33,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::build::source::sha256_file;
+use crate::apply::source::sha256_file;
 use crate::lock::Lock;
 use crate::recipe::RecipeSet;
 use crate::shown;
@@ -278,7 +278,7 @@ fn house_wheel(dir: &Path, name: &str, rel: &Path, lock: &Lock, set: &RecipeSet)
 /// Whether the entry at `entry` is what its manifest says, for a component and version the
 /// lock names, with exactly the files the manifest names (see the module doc).
 fn aot_bound(dir: &Path, entry: &Path, lock: &Lock) -> Result<(), AotUnbound> {
-    use crate::build::aot_cache::{Manifest, file_of};
+    use crate::store::aot::{Manifest, file_of};
     let root = dir.join(entry);
     let m: Manifest = crate::state::read_json(&root.join("manifest.json"), crate::state::RECORD_LIMIT, "")
         .ok()

@@ -11,7 +11,7 @@
 //! The archive is a plain tar (the `tar` crate; any `tar` program lists and unpacks it) holding
 //! `kiln.lock` and the cache entries under their cache-relative paths. It holds directories and
 //! regular files only, with their mtimes and executable bits and no owners; unpacking refuses
-//! anything else (see [`crate::build::source::archive`]). It deliberately leaves out what kiln
+//! anything else (see [`crate::store::archive`]). It deliberately leaves out what kiln
 //! does not cache: `path` sources (the directory must exist on the target) and what the lock says
 //! the target already has (`installed` components and what they need).
 
@@ -20,11 +20,11 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::build::source::archive::{self, ArchiveError, Links};
-use crate::build::source::{mirror_dir, sha256_file};
+use crate::apply::source::{mirror_dir, sha256_file};
 use crate::cache_dir::entries_at;
 use crate::lock::Lock;
 use crate::recipe::{InputSource, RecipeSet, Source};
+use crate::store::archive::{self, ArchiveError, Links};
 
 mod check;
 pub mod node_wheels;
@@ -110,11 +110,8 @@ pub fn contents(lock: &Lock, set: &RecipeSet, cache: &Path) -> (Contents, Vec<St
         }
         inputs_of(comp, set, cache, &mut c, &mut missing);
         // Modules compiled ahead of time (`install --aot`) for this version, as they are.
-        c.entries.extend(crate::build::aot_cache::entries_for(
-            cache,
-            &comp.name,
-            comp.public_version(),
-        ));
+        c.entries
+            .extend(crate::store::aot::entries_for(cache, &comp.name, comp.public_version()));
         // A prebuilt wheel is its source (above), not a wheel-cache entry.
         if let Some(sha) = comp.wheel_sha256.as_ref().filter(|_| kind != "wheel") {
             match wheels.iter().find(|(_, s)| s == sha) {
@@ -164,7 +161,7 @@ fn inputs_of(comp: &crate::lock::Locked, set: &RecipeSet, cache: &Path, c: &mut 
                 continue;
             }
         }
-        match crate::build::inputs::cached(&input, cache) {
+        match crate::apply::inputs::cached(&input, cache) {
             Ok(dirs) => c.entries.extend(
                 dirs.iter()
                     .map(|d| d.strip_prefix(cache).unwrap_or(d).display().to_string()),

@@ -249,7 +249,7 @@ fn compile(
         .collect();
     let prefer: String = prefer.iter().map(|(n, v)| format!("{n}=={v}\n")).collect();
     std::fs::write(&output, prefer).map_err(io)?;
-    let mut c = crate::build::install::uv_cmd(uv)
+    let mut c = crate::apply::install::uv_cmd(uv)
         .args([
             "pip",
             "compile",

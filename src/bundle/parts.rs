@@ -155,7 +155,7 @@ pub fn join(parts: &[PathBuf], into: &Path) -> Result<(), PartsError> {
     let result = (|| {
         let mut out = BufWriter::new(File::create(into)?);
         for p in parts {
-            std::io::copy(&mut crate::build::source::archive::open_regular(p)?, &mut out)?;
+            std::io::copy(&mut crate::store::archive::open_regular(p)?, &mut out)?;
         }
         out.flush()
     })();

@@ -15,7 +15,7 @@ use crate::probe::python::{PythonFacts, normalize};
 use crate::recipe::{Kind, RecipeSet, Source};
 use std::path::Path;
 
-use crate::build::{inputs, prebuilt, source};
+use crate::apply::{inputs, prebuilt, source};
 use crate::resolve::Plan;
 
 /// The lock `plan` makes for the node whose interpreter is `facts` (`host` names it), or each

@@ -167,7 +167,7 @@ pub fn run_for(settings: &Settings, node: &Path, targets: &[String], output: &Pa
         .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
     let target = node_wheels::NodeTarget::of(&s.facts.python.version, &tags)
         .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
-    let uv = crate::build::install::UV
+    let uv = crate::apply::install::UV
         .ensure(cache, settings.offline)
         .map_err(|e| {
             Failure::User(format!(

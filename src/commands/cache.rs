@@ -71,7 +71,7 @@ pub fn run(settings: &Settings, action: Option<&CacheAction>) -> CmdResult {
     }
     // No kiln starts using the cache while it is cleaned; what live kilns and journals hold
     // stays.
-    let _cleaning = crate::build::locks::cleaning(cache).map_err(|e| Failure::User(e.to_string()))?;
+    let _cleaning = crate::store::locks::cleaning(cache).map_err(|e| Failure::User(e.to_string()))?;
     let guard = cache_dir::Guard::of(cache);
     let mut freed = Vec::new();
     let mut skipped = Vec::new();

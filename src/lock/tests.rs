@@ -115,7 +115,7 @@ fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
 }
 
 /// An earlier kiln recorded a prebuilt wheel's install with the wheel's own hash as an sdist
-/// `sha256:` (build/prebuilt.rs); that lock pins the wheel, compares equal to `wheel:`, and a
+/// `sha256:` (apply/prebuilt.rs); that lock pins the wheel, compares equal to `wheel:`, and a
 /// wheel the recipe no longer offers is taken from the lock's URL.
 #[test]
 fn a_prebuilt_wheel_is_locked_and_pinned_as_a_wheel() {

@@ -16,7 +16,7 @@
 //! ```
 //!
 //! It deliberately only describes: whether the tool is on `PATH` is the plan's question
-//! (`resolve::tools`), and downloading and unpacking the wheel is the build's (`build::tools`).
+//! (`resolve::tools`), and downloading and unpacking the wheel is the build's (`apply::tools`).
 
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::build::{BuildFailure, Outcome, StepResult};
+use crate::apply::{BuildFailure, Outcome, StepResult};
 use crate::lock::Difference;
 use crate::resolve::{Assessment, Plan, Step};
 use crate::session::{JitStatus, JitVerdict};
@@ -60,7 +60,7 @@ pub enum Install<'a> {
         more_failures: Vec<Failed<'a>>,
         /// What the transaction put back for the run as a whole (the steps it proved before).
         #[serde(skip_serializing_if = "Option::is_none")]
-        undo: Option<&'a crate::build::txn::Undo>,
+        undo: Option<&'a crate::apply::txn::Undo>,
     },
     /// `--dry-run`: the plan itself.
     #[serde(untagged)]
@@ -71,18 +71,18 @@ pub enum Install<'a> {
 #[derive(Debug, Serialize)]
 pub struct Failed<'a> {
     pub name: &'a str,
-    pub phase: crate::build::Phase,
-    pub message: &'a crate::build::failure::StepError,
+    pub phase: crate::apply::Phase,
+    pub message: &'a crate::apply::failure::StepError,
     pub command: Option<&'a str>,
     pub status: Option<&'a crate::process::Exit>,
     pub log: Option<&'a Path>,
     pub tail: Option<&'a [String]>,
     pub causes: Option<&'a [String]>,
-    pub restored: &'a crate::build::failure::Restored,
-    pub hint: Option<&'a crate::build::failure::Hint>,
+    pub restored: &'a crate::apply::failure::Restored,
+    pub hint: Option<&'a crate::apply::failure::Hint>,
     /// For a wheel that failed verification: whose fault it was and whether it was kept.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wheel: Option<&'a crate::build::WheelFate>,
+    pub wheel: Option<&'a crate::apply::WheelFate>,
 }
 
 impl<'a> Failed<'a> {
@@ -280,7 +280,7 @@ pub fn jit(verdicts: &[JitVerdict], quiet: bool) {
 }
 
 /// What was done before the failure (stdout), and each failure in full (stderr).
-pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure], undo: Option<&crate::build::txn::Undo>) {
+pub fn failed(outcomes: &[Outcome], failures: &[&BuildFailure], undo: Option<&crate::apply::txn::Undo>) {
     for o in outcomes.iter().filter(|o| o.result == StepResult::Done) {
         println!("{:9} {} ({:.1} s)", o.action.as_str(), o.name, o.seconds);
     }

@@ -67,7 +67,7 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
             .as_ref()
             .and_then(|b| Some((b.memory_per_job?, b.memory_from.as_deref()?)))
         {
-            println!("       memory per job: {} ({from})", crate::build::memory::human(bytes));
+            println!("       memory per job: {} ({from})", crate::apply::memory::human(bytes));
         }
         for (k, v) in &st.runtime_env {
             println!("       at run time: {k}={}", secrets::mask_urls(v));

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use crate::build::{Outcome, Phase, Reporter};
+use crate::apply::{Outcome, Phase, Reporter};
 use crate::resolve::Step;
 
 /// How often plain output repeats a build's progress.
@@ -214,7 +214,7 @@ impl Reporter for Progress {
             .and_then(|t| t.measured)
             .map(|(peak, jobs)| {
                 let s = if jobs == 1 { "" } else { "s" };
-                format!(", peak memory {} with {jobs} job{s}", crate::build::memory::human(peak))
+                format!(", peak memory {} with {jobs} job{s}", crate::apply::memory::human(peak))
             })
             .unwrap_or_default();
         let line = format!(

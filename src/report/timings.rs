@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::build::events::Event;
+use crate::apply::events::Event;
 
 /// One phase of one step: its name, what it did, when it began and ended (seconds).
 struct Segment {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::progress::PLAIN_EVERY;
-use crate::build::memory::human;
+use crate::apply::memory::human;
 use crate::settings::Settings;
 use crate::watch::{Event, Task, Watch};
 

@@ -159,7 +159,7 @@ pub struct BuildSpec {
     /// What the upstream build compiles for the target archs, where the recipe lists its
     /// targets (`[[build.targets]]`): shown by the plan, never read by the build.
     pub targets: Vec<crate::recipe::targets::PlannedTarget>,
-    /// The build commands run with the network denied (see `build::sandbox`).
+    /// The build commands run with the network denied (see `apply::sandbox`).
     pub deny_network: bool,
     /// Tools kiln brings for this build (`[[requires.tools]]` wheels): unpacked before it runs,
     /// their directories on `PATH` (see [`super::tools`]).

@@ -5,7 +5,7 @@
 //! get it. Offline, a wheel kiln has not unpacked before cannot be brought.
 //!
 //! It deliberately ignores the tool's version (a tool on `PATH` is the user's choice) and does
-//! no download: that is `build::tools`, once the step runs.
+//! no download: that is `apply::tools`, once the step runs.
 
 use std::path::{Path, PathBuf};
 

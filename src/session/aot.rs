@@ -9,7 +9,7 @@
 //! build.ninja holds absolute paths (sources, CUDA_HOME): a copied workspace, or one on a node
 //! whose toolkit lives elsewhere, is compiled again (flashinfer 0.7.4 jit/core.py:372-393,
 //! :576-640; jit/env.py:238, :296-300). So the modules are kept in kiln's cache under
-//! `aot/<key>` (`build::aot_cache`), a self-contained entry that the wheel cache's neighbours
+//! `aot/<key>` (`store::aot`), a self-contained entry that the wheel cache's neighbours
 //! and bundles carry, and copied into the environment, listed in the distribution's RECORD.
 //!
 //! The key is a hash of what decides the binaries: component and installed version, the
@@ -21,7 +21,7 @@
 //! builder's rule. After installing, the script runs again in check mode with no compiler
 //! reachable (`PATH` an empty directory, `CUDA_HOME` nowhere, the component's JIT disabled): each
 //! module must be found by the component as precompiled and load; otherwise the files are
-//! removed again. The files go in under the install journal (`build::guarded`): a kiln killed
+//! removed again. The files go in under the install journal (`apply::guarded`): a kiln killed
 //! during the check is rolled back by the next kiln command. It deliberately ignores GPUs:
 //! loading a module needs none, running it does.
 
@@ -31,8 +31,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::Session;
-use crate::build::aot_cache::{self, CachedModule, Manifest};
-use crate::build::owned::{self, Content};
+use crate::apply::owned::{self, Content};
 use crate::probe::binaries::runs_on;
 use crate::probe::{normalize, runtime};
 use crate::process::Cmd;
@@ -41,6 +40,7 @@ use crate::recipe::model::Aot;
 use crate::recipe::template::{Part, Var, Vars};
 use crate::resolve;
 use crate::settings::Settings;
+use crate::store::aot::{self, CachedModule, Manifest};
 
 /// Compiling a serving stack's modules is minutes on a loaded 2-core machine; an hour is a hang.
 const LIMIT: Duration = Duration::from_secs(3600);
@@ -189,7 +189,7 @@ impl Session {
             .map(|d| format!("{} {}", d.name, d.version))
             .collect();
         let tk = toolkit.map(|t| t.version.to_string());
-        let base = aot_cache::hash(&[
+        let base = aot::hash(&[
             &r.name,
             &dist.version,
             &aot.script.text,
@@ -203,14 +203,14 @@ impl Session {
         // modules needs none, and there is nothing to compile with anyway.
         let cached = match &tk {
             Some(tk) => {
-                let k = aot_cache::key_of(&base, Some(tk));
-                aot_cache::lookup(&settings.cache_dir, &k).map(|m| (k, m))
+                let k = aot::key_of(&base, Some(tk));
+                aot::lookup(&settings.cache_dir, &k).map(|m| (k, m))
             }
-            None => aot_cache::lookup_base(&settings.cache_dir, &base),
+            None => aot::lookup_base(&settings.cache_dir, &base),
         };
         let key = cached
             .as_ref()
-            .map_or_else(|| aot_cache::key_of(&base, tk.as_deref()), |(k, _)| k.clone());
+            .map_or_else(|| aot::key_of(&base, tk.as_deref()), |(k, _)| k.clone());
         out.key = Some(key.clone());
         let scratch = settings.cache_dir.join("work").join(format!("aot-{}-{key}", r.name));
         let manifest = match cached {
@@ -260,17 +260,17 @@ impl Session {
                     host_compiler: compiler.clone(),
                     modules,
                 };
-                aot_cache::store(&settings.cache_dir, &key, &m, &files)
+                aot::store(&settings.cache_dir, &key, &m, &files)
                     .map_err(|e| format!("cannot keep the modules in the cache: {e}"))?;
                 m
             }
         };
-        let entry = aot_cache::entry_dir(&settings.cache_dir, &key);
+        let entry = aot::entry_dir(&settings.cache_dir, &key);
         out.entry = Some(entry.clone());
         // Each module must hold an image that loads on every target arch.
         let driver = self.machine.driver_cuda.as_ref().map(|d| &d.value);
         for m in &manifest.modules {
-            let file = aot_cache::file_of(&entry, m);
+            let file = aot::file_of(&entry, m);
             let report = crate::fatbin::read_file(&file).map_err(|e| format!("{}: {e}", m.module))?;
             for &a in &self.archs {
                 let r = runs_on(&report, a, driver);
@@ -303,7 +303,7 @@ impl Session {
         out: &mut AotOutcome,
         scratch: &Path,
     ) -> Result<(), String> {
-        let entry = aot_cache::entry_dir(&settings.cache_dir, key);
+        let entry = aot::entry_dir(&settings.cache_dir, key);
         let opts = resolve::plan::PlanOptions {
             archs: self.archs.clone(),
             jobs: settings.jobs,
@@ -332,7 +332,7 @@ impl Session {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let copies: Vec<PathBuf> = manifest.modules.iter().map(|m| aot_cache::file_of(&entry, m)).collect();
+        let copies: Vec<PathBuf> = manifest.modules.iter().map(|m| aot::file_of(&entry, m)).collect();
         let mut files: Vec<(String, Content<'_>)> = manifest
             .modules
             .iter()
@@ -346,7 +346,7 @@ impl Session {
         }
         // Under the install journal: a kiln killed during the check is rolled back by the next.
         let dist = r.dist.as_deref().unwrap_or(&r.name);
-        let guarded = crate::build::guarded::begin(&settings.cache_dir, &self.python, Path::new(site), &r.name, dist)
+        let guarded = crate::apply::guarded::begin(&settings.cache_dir, &self.python, Path::new(site), &r.name, dist)
             .map_err(|e| format!("cannot snapshot {site} or write the install journal: {e}"))?;
         let added = owned::add(Path::new(site), Path::new(info), &files)
             .map_err(|e| format!("cannot install the modules into {site}: {e}"))?;

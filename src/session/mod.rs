@@ -146,7 +146,7 @@ impl Session {
     /// The environment as an install left it, judged as `kiln doctor` judges it right after
     /// (the same probe, cache and verdicts for `targets`); the JIT proofs only with
     /// `settings.jit_proof` (`install --no-jit-proof` leaves them for later: no proof, no JIT
-    /// verdict). `verified`: what the install's last verification saw (`build::RunReport::facts`),
+    /// verdict). `verified`: what the install's last verification saw (`apply::RunReport::facts`),
     /// so that imports it just tried are not tried again while nothing changed since.
     pub fn after_install(
         settings: &Settings,

@@ -215,7 +215,7 @@ impl Session {
         );
         self.flag_cuda_majors(&mut plan);
         // A build measured on this machine says better than the recipe what a job takes.
-        crate::build::memory::apply(&mut plan, &settings.cache_dir, &self.machine, settings.jobs);
+        crate::apply::memory::apply(&mut plan, &settings.cache_dir, &self.machine, settings.jobs);
         if settings.offline {
             self.block_uncached(&mut plan, settings);
         }
@@ -260,12 +260,12 @@ impl Session {
                 .set
                 .get(&step.name)
                 .and_then(|r| r.source_of(step.version.as_deref()))
-                .and_then(|src| crate::build::source::cached(src, cache).err())
+                .and_then(|src| crate::apply::source::cached(src, cache).err())
                 .map(|why| why.to_string())
                 .into_iter()
                 .collect();
             for input in step.build.iter().flat_map(|b| &b.inputs) {
-                if let Err(why) = crate::build::inputs::cached(input, cache) {
+                if let Err(why) = crate::apply::inputs::cached(input, cache) {
                     missing.push(format!("build input `{}`: {why}", input.name));
                 }
             }

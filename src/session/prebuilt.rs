@@ -97,7 +97,7 @@ impl Session {
                                 let started = Instant::now();
                                 // Shown only once bytes flow: a wheel in the cache is no wait.
                                 let cached = settings.watch.download(&r.name, &w.file, |progress| {
-                                    crate::build::prebuilt::fetch(
+                                    crate::apply::prebuilt::fetch(
                                         &w.url,
                                         &w.sha256,
                                         &settings.cache_dir,

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use super::Session;
-use crate::build::{self, Context, Reporter, RunReport, events, install::Installer};
+use crate::apply::{self, Context, Reporter, RunReport, events, install::Installer};
 use crate::resolve::Plan;
 use crate::settings::Settings;
 
@@ -24,7 +24,7 @@ impl Session {
     /// the event log) as it goes.
     pub fn execute(&self, settings: &Settings, plan: &Plan, progress: &(dyn Reporter + Sync)) -> Executed {
         let cache = settings.cache_dir.clone();
-        let logs = cache.join("logs").join(build::run_stamp());
+        let logs = cache.join("logs").join(apply::run_stamp());
         let cx = Context {
             set: &self.set,
             machine: &self.machine,
@@ -42,13 +42,13 @@ impl Session {
             compile_cache: settings
                 .compile_cache
                 .clone()
-                .map(|b| build::compile::CompileCache::new(b, &settings.cache_dir, settings.offline, &plan.archs)),
+                .map(|b| apply::compile::CompileCache::new(b, &settings.cache_dir, settings.offline, &plan.archs)),
             keep_done: settings.keep_done,
         };
         let events_path = logs.join("events.jsonl");
         let report = match events::EventLog::create(&events_path) {
-            Ok(log) => build::execute(plan, &cx, &events::Tee(progress, &log)),
-            Err(_) => build::execute(plan, &cx, progress),
+            Ok(log) => apply::execute(plan, &cx, &events::Tee(progress, &log)),
+            Err(_) => apply::execute(plan, &cx, progress),
         };
         Executed {
             report,

@@ -1,13 +1,17 @@
-//! The store: how kiln writes the files of its cache, and what it checks before it trusts what
-//! is there. [`atomic`] is the one way a state file is written (a temporary file in the same
-//! directory, synced where it matters, renamed over the old one); [`wheels`] is the wheel cache,
-//! every entry bound to what it is for; [`wheel`] checks that a wheel file is what a wheel-cache
-//! key says it is (its distribution name and version, its METADATA, every file against its
-//! RECORD hash), for what kiln keeps, takes and receives from bundles.
+//! The store: the parts of kiln's cache and of an environment that kiln keeps itself, how their
+//! files are written, and what is checked before what is there is trusted. [`atomic`] is the one
+//! way a state file is written (a temporary file in the same directory, synced where it
+//! matters, renamed over the old one; what a killed writer left is swept); [`wheels`] is the
+//! wheel cache, every entry bound to what it is for; [`wheel`] checks that a wheel file is what a
+//! wheel-cache key says it is (its distribution name and version, its METADATA, every file
+//! against its RECORD hash), for what kiln keeps, takes and receives from bundles; [`aot`] is the
+//! cache of modules compiled ahead of time; [`locks`] the cache's and the environments' locks;
+//! [`snapshot`] the hard-link copy of an environment a run rolls back to; [`archive`] unpacks
+//! sdists and bundles into the cache; [`mirror`] is the git mirrors' configuration.
 //!
-//! It deliberately ignores what is cached besides wheels: sources and mirrors
-//! (`build/source`), AOT entries (`build/aot_cache.rs`), probe and JIT records (`probe/`,
-//! `session/jit.rs`, written through [`atomic`]); which bundled entries may come in
+//! It deliberately ignores when entries are made or used: fetching sources (`apply/source`),
+//! the install journal (`apply/journal.rs`, written through [`atomic`]), probe and JIT records
+//! (`probe/`, `session/jit.rs`, through [`atomic`]); which bundled entries may come in
 //! (`bundle/check.rs`) and what `cache clean` may remove (`cache_dir.rs`).
 
 use std::io::Read;
@@ -16,9 +20,13 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+pub mod aot;
+pub mod archive;
 pub mod atomic;
 pub mod locked_wheel;
+pub mod locks;
 pub mod mirror;
+pub mod snapshot;
 pub mod wheel;
 pub mod wheels;
 

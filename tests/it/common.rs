@@ -67,7 +67,7 @@ pub fn uv() -> &'static Path {
     static UV: OnceLock<PathBuf> = OnceLock::new();
     UV.get_or_init(|| {
         let tools = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-tools");
-        kiln::build::install::UV
+        kiln::apply::install::UV
             .ensure(&tools, false)
             .unwrap_or_else(|e| panic!("cannot bring uv: {e}"))
     })
@@ -76,7 +76,7 @@ pub fn uv() -> &'static Path {
 /// Puts kiln's uv into `cache` as kiln would have brought it (a link to [`uv`]): tests install
 /// with uv as users do, without downloading it for every cache.
 pub fn give_uv(cache: &Path) {
-    let to = kiln::build::install::UV.cached_path(cache);
+    let to = kiln::apply::install::UV.cached_path(cache);
     if std::fs::symlink_metadata(&to).is_err() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(uv(), &to).unwrap();

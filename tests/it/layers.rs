@@ -17,7 +17,7 @@ const RANKS: &[(&str, u32)] = &[
     ("bundle", 6),
     ("cache_dir", 5),
     ("draft", 5),
-    ("build", 4),
+    ("apply", 4),
     ("lock", 4),
     ("resolve", 3),
     ("probe", 2),
@@ -53,7 +53,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`src/build/wheels.rs` → `build`, `src/lock.rs` → `lock`).
+/// The top-level module a file belongs to (`src/apply/step.rs` → `apply`, `src/lock.rs` → `lock`).
 fn module_of(file: &Path) -> String {
     let rel = file.strip_prefix(src()).unwrap();
     let first = rel
@@ -173,6 +173,6 @@ fn no_source_file_is_over_500_lines() {
 
 #[test]
 fn the_import_scanner_reads_groups_and_skips_comments() {
-    let text = "use crate::{arch::Arch, probe::{self, x}, report};\n// crate::commands\nlet a = crate::lock::read();\nmy_crate::build::x();";
+    let text = "use crate::{arch::Arch, probe::{self, x}, report};\n// crate::commands\nlet a = crate::lock::read();\nmy_crate::apply::x();";
     assert_eq!(imported_modules(text, "crate"), vec!["arch", "probe", "report", "lock"]);
 }

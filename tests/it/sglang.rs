@@ -139,7 +139,7 @@ fn a_git_tag_of_an_sglang_shaped_repository_builds_from_a_mirror_in_the_cache() 
     );
     // The mirror kiln keeps for that URL, cloned from the local repository: kiln never reaches
     // GitHub (offline, it uses the mirror as it is).
-    let mirror = kiln::build::source::mirror_dir(url, &w.cache);
+    let mirror = kiln::apply::source::mirror_dir(url, &w.cache);
     std::fs::create_dir_all(mirror.parent().unwrap()).unwrap();
     sh(
         w.dir.path(),
@@ -221,7 +221,7 @@ fn a_prebuilt_wheel_without_the_target_arch_gives_way_to_the_git_tag_from_a_mirr
     .unwrap();
     // The cache's mirror of the GitHub URL has the local repository as its origin: kiln's
     // fetch before each use reads that, never GitHub.
-    let mirror = kiln::build::source::mirror_dir(url, &w.cache);
+    let mirror = kiln::apply::source::mirror_dir(url, &w.cache);
     std::fs::create_dir_all(mirror.parent().unwrap()).unwrap();
     sh(
         w.dir.path(),

@@ -207,7 +207,7 @@ fn copy_tree_keeps_links_inside_and_copies_what_lies_outside() {
     symlink(outside.join("vendored"), src.join("vendored")).unwrap();
     symlink("missing.py", src.join("dangling.py")).unwrap();
 
-    kiln::build::source::copy_tree(&src, &copy).unwrap();
+    kiln::apply::source::copy_tree(&src, &copy).unwrap();
     let link = |p: &str| std::fs::read_link(copy.join(p)).ok().map(|t| t.display().to_string());
     assert_eq!(link("pkg/sub/rel.py").as_deref(), Some("../real.py"));
     // An absolute link into the tree points into the copy, never back into the user's tree.
@@ -229,7 +229,7 @@ fn copy_tree_keeps_links_inside_and_copies_what_lies_outside() {
 
     // A link that leads back into what is being copied is an error, not an endless copy.
     symlink(t.path(), outside.join("vendored/up")).unwrap();
-    let err = kiln::build::source::copy_tree(&src, &t.path().join("copy2")).unwrap_err();
+    let err = kiln::apply::source::copy_tree(&src, &t.path().join("copy2")).unwrap_err();
     assert!(err.to_string().contains("leads back"), "{err}");
 }
 

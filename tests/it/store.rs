@@ -347,7 +347,7 @@ fn plant_aot(root: &Path, component: &str, version: &str, install: &str, key: Op
         "toolkit": "13.0.88", "host_compiler": null,
         "modules": [{"module": "m", "name": "m", "install": install}],
     });
-    let parsed: kiln::build::aot_cache::Manifest = serde_json::from_value(manifest.clone()).unwrap();
+    let parsed: kiln::store::aot::Manifest = serde_json::from_value(manifest.clone()).unwrap();
     let key = key.map_or_else(|| parsed.key(), str::to_string);
     let dir = root.join("aot").join(&key);
     std::fs::create_dir_all(&dir).unwrap();

@@ -270,7 +270,7 @@ fn a_journal_that_cannot_be_read_stops_kiln_naming_it() {
     let journal = w.cache.join("journal");
     std::fs::create_dir_all(&journal).unwrap();
     // The name a real entry of this environment has.
-    let key = kiln::build::locks::env_key(&w.python);
+    let key = kiln::store::locks::env_key(&w.python);
     let file = journal.join(format!("{key}.json"));
     let cases: [(&str, &[u8]); 3] = [
         ("truncated", b"{\"python\": \"/v/bin/py"),

@@ -10,8 +10,9 @@
 
 use std::path::Path;
 
-use super::source::{self, SourceError, archive};
+use super::source::{self, SourceError};
 use crate::resolve::tools::Brought;
+use crate::store::archive;
 
 /// Makes every tool of `tools` runnable where the plan said it would be.
 pub(super) fn ensure(
@@ -37,7 +38,7 @@ fn ensure_one(
     }
     let io = |context: String| move |source| SourceError::Io { context, source };
     let lock = t.dir.with_extension("lock");
-    let _held = super::locks::take(&lock, &format!("the tool {}", t.name), true, |_| {})
+    let _held = crate::store::locks::take(&lock, &format!("the tool {}", t.name), true, |_| {})
         .map_err(|e| io(format!("cannot lock {}", lock.display()))(std::io::Error::other(e.to_string())))?;
     if runnable(&t.program) {
         return Ok(());

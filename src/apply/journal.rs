@@ -9,7 +9,7 @@
 //! - `installing` (install, verification or recording under way, or, in a run that is one
 //!   transaction, any point before the whole run is verified): rolled back — what was
 //!   installed is uninstalled (with the installer the step used), the backup copied back, and
-//!   the environment put back as the run's snapshot has it (`super::snapshot`: the steps the
+//!   the environment put back as the run's snapshot has it (`crate::store::snapshot`: the steps the
 //!   run finished before, the dependencies it added or upgraded, what a killed installer left
 //!   half-written or stashed), so the environment imports what it imported before; an
 //!   unverified install never stays;
@@ -21,7 +21,7 @@
 //! journal skipped is an environment left half-changed and then called `ok`.
 //!
 //! Entries live in the cache, `journal/env-<key>.json` (the key of the environment's lock,
-//! [`super::locks::env_lock`]), not beside the environment: the backup they point at is in the
+//! [`crate::store::locks::env_lock`]), not beside the environment: the backup they point at is in the
 //! cache already (the step's work directory), every kiln command knows its cache before it knows
 //! which interpreter it will look at, so "any command recovers first" is one directory listing,
 //! and an environment kiln may only read (a system Python that `doctor` inspects) gets no file.
@@ -37,9 +37,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::install::Backup;
-use super::locks;
-use super::snapshot::Snapshot;
 use crate::process::{Cmd, group};
+use crate::store::locks;
+use crate::store::snapshot::Snapshot;
 
 /// Where a step is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

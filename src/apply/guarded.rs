@@ -1,6 +1,6 @@
 //! Files kiln writes into an environment outside a build step (`install --aot`: precompiled
 //! modules, their record, the run-time file) go in under the install journal, as a step's do:
-//! site-packages is snapshotted (hard links, `super::snapshot`) and the journal written before
+//! site-packages is snapshotted (hard links, `crate::store::snapshot`) and the journal written before
 //! the first file changes, so a kiln killed while it checks them is rolled back by the next
 //! kiln command (`super::journal::recover`), leaving the environment as it was before. The
 //! change is kept with [`Guarded::keep`]; dropping it unkept (a failed check, after the caller
@@ -12,8 +12,9 @@
 use std::path::Path;
 
 use super::journal::Open;
-use super::snapshot::{self, Snapshot};
-use super::{locks, run_stamp};
+use super::run_stamp;
+use crate::store::locks;
+use crate::store::snapshot::{self, Snapshot};
 
 /// A change of an environment's files under the journal, until kept or dropped.
 pub struct Guarded {
@@ -92,7 +93,7 @@ mod tests {
         assert!(site.join("pkg/data/aot/m.so").is_file());
         // kiln is killed here: nothing ends the change; the next kiln finds the journal.
         std::mem::forget(guarded);
-        let recovered = crate::build::journal::recover(&cache).unwrap();
+        let recovered = crate::apply::journal::recover(&cache).unwrap();
         assert_eq!(recovered.len(), 1);
         assert!(recovered[0].result.is_ok(), "{}", recovered[0]);
         assert!(!site.join("pkg/data/aot/m.so").exists());
@@ -100,13 +101,13 @@ mod tests {
             std::fs::read_to_string(site.join("pkg-1.0.dist-info/RECORD")).unwrap(),
             "pkg/__init__.py,,\n"
         );
-        assert!(crate::build::journal::recover(&cache).unwrap().is_empty());
+        assert!(crate::apply::journal::recover(&cache).unwrap().is_empty());
 
         // Kept: no journal, no snapshot left.
         let guarded = begin(&cache, &python, &site, "pkg", "pkg").unwrap();
         super::super::owned::add(&site, &site.join("pkg-1.0.dist-info"), &files).unwrap();
         guarded.keep();
-        assert!(crate::build::journal::recover(&cache).unwrap().is_empty());
+        assert!(crate::apply::journal::recover(&cache).unwrap().is_empty());
         assert!(site.join("pkg/data/aot/m.so").exists());
     }
 }

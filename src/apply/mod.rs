@@ -1,4 +1,4 @@
-//! Build: carries out a [`Plan`](crate::resolve::Plan). For each step that changes something: get the source, build a
+//! Apply: carries out a [`Plan`](crate::resolve::Plan) on an environment. For each step that changes something: get the source, build a
 //! wheel (with build requirements in a private overlay, never in the environment), back up what
 //! is installed, install the wheel, and prove it with a fresh probe of its imports (and its
 //! smoke test) before any dependent starts. Builds whose dependencies are installed run side by
@@ -14,11 +14,13 @@
 //! cache or `wheel`), `commit` installs, verifies, records and restores, [`failure`] says what
 //! went wrong as data.
 //!
+//! What it keeps in the cache (wheel entries, AOT modules, locks, the run's snapshot, unpacked
+//! archives) it keeps through [`crate::store`].
+//!
 //! Progress goes through the [`Reporter`] trait; this module never prints. It deliberately
 //! ignores choosing versions and deciding what needs building (that is the plan's job): it
 //! carries out the steps it is given.
 
-pub mod aot_cache;
 mod blame;
 mod commit;
 pub mod compile;
@@ -28,7 +30,6 @@ pub mod guarded;
 pub mod inputs;
 pub mod install;
 pub mod journal;
-pub mod locks;
 pub mod memory;
 pub mod owned;
 pub mod prebuilt;
@@ -37,7 +38,6 @@ mod queue;
 mod replace;
 pub mod sandbox;
 pub mod schedule;
-pub mod snapshot;
 pub mod source;
 mod step;
 mod tools;

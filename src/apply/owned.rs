@@ -102,7 +102,7 @@ pub fn add(site: &Path, info: &Path, files: &[(String, Content<'_>)]) -> std::io
 
 /// Writes `path` anew through a temporary name and a rename, never into the file that is
 /// there: a reader never sees half a file, and a snapshot's link to the old file
-/// (`super::snapshot`) keeps the old bytes.
+/// (`crate::store::snapshot`) keeps the old bytes.
 pub(super) fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     crate::store::atomic::write(path, bytes, crate::store::atomic::Sync::Durable)
 }

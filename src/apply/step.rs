@@ -10,11 +10,12 @@ use std::path::PathBuf;
 
 use super::failure::{BuildFailure, StepError};
 use super::wheel::WheelJob;
-use super::{Context, Phase, Reporter, locks, run_stamp, source, wheels};
+use super::{Context, Phase, Reporter, run_stamp, source, wheels};
 use crate::probe::normalize;
 use crate::probe::python::PythonFacts;
 use crate::recipe::{Recipe, Source};
 use crate::resolve::{Plan, Step};
+use crate::store::locks;
 
 /// A step's wheel, built (or found in the cache) and ready to install; for an index wheel, the
 /// requirement to install.

@@ -1,5 +1,5 @@
 //! One run, one transaction: before the run first changes the environment it takes a snapshot
-//! of it (`super::snapshot`) and opens the install journal (`super::journal`); each step
+//! of it (`crate::store::snapshot`) and opens the install journal (`super::journal`); each step
 //! writes itself into the journal before it installs. When a step fails, or the run is
 //! interrupted, the environment is put back as the snapshot has it: the steps the run proved
 //! before are rolled back too, with every dependency the run added or upgraded and whatever a
@@ -12,11 +12,12 @@
 
 use serde::Serialize;
 
+use super::Context;
 use super::install::Backup;
 use super::journal::Open;
-use super::snapshot::{self, Snapshot};
-use super::{Context, locks};
 use crate::process::Cmd;
+use crate::store::locks;
+use crate::store::snapshot::{self, Snapshot};
 
 /// A distribution the rollback put back to what it was before (`None`: it was not there).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

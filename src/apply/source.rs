@@ -8,13 +8,13 @@
 //! mirrors, checkouts, submodules from mirrors of their own); sdists are unpacked by [`archive`]
 //! (no `tar` program).
 
-pub mod archive;
 pub mod git;
 
 use std::path::{Path, PathBuf};
 
 use crate::process::CommandFailed;
 use crate::recipe::Source;
+use crate::store::archive;
 pub use git::mirror_dir;
 
 /// A source tree ready to build, and what exactly it is (for the lockfile).
