@@ -135,7 +135,7 @@ impl Guard {
     pub fn of(cache: &Path) -> Guard {
         Guard {
             live: crate::store::locks::live_kilns(cache),
-            journaled: crate::apply::journal::held(cache),
+            journaled: crate::store::journal::held(cache),
         }
     }
 

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 
 use super::blame::{self, Blame, Fault};
 use super::failure::{BuildFailure, Restored, StepError, WheelFate};
-use super::install::Backup;
 use super::owned::{self, Added, Content, listed_with};
 use super::replace;
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
@@ -26,6 +25,7 @@ use crate::probe::python::{self, PythonFacts};
 use crate::probe::runtime;
 use crate::recipe::Recipe;
 use crate::resolve::{Plan, Step};
+use crate::store::backup::Backup;
 
 /// What a step that changed something leaves behind.
 pub(super) struct StepDone {

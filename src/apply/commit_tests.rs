@@ -35,7 +35,7 @@ fn a_failed_step_puts_back_what_was_there_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     let dist = installed(&site);
-    let backup = Backup::take(Some(&dist), &dir.path().join("backup")).unwrap().unwrap();
+    let backup = super::replace::of(&dist, &dir.path().join("backup")).unwrap();
     // The failed install replaced the module, then was uninstalled.
     std::fs::remove_file(site.join("demo.py")).unwrap();
     std::fs::remove_dir_all(site.join("demo-1.0.dist-info")).unwrap();

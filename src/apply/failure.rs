@@ -12,10 +12,10 @@ use std::path::PathBuf;
 use serde::{Serialize, Serializer};
 
 use super::Phase;
-use super::install::BackupError;
 use super::source::SourceError;
 use crate::probe::python::ProbeError;
 use crate::process::{CommandFailed, Exit, SIGKILL};
+use crate::store::backup::BackupError;
 
 /// A step that failed, with what the user needs to see.
 #[derive(Debug, thiserror::Error)]

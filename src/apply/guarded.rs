@@ -2,7 +2,7 @@
 //! modules, their record, the run-time file) go in under the install journal, as a step's do:
 //! site-packages is snapshotted (hard links, `crate::store::snapshot`) and the journal written before
 //! the first file changes, so a kiln killed while it checks them is rolled back by the next
-//! kiln command (`super::journal::recover`), leaving the environment as it was before. The
+//! kiln command (`store::journal::recover`), leaving the environment as it was before. The
 //! change is kept with [`Guarded::keep`]; dropping it unkept (a failed check, after the caller
 //! took its files out again) removes the journal entry and the snapshot too.
 //!
@@ -11,8 +11,8 @@
 
 use std::path::Path;
 
-use super::journal::Open;
 use super::run_stamp;
+use crate::store::journal::Open;
 use crate::store::locks;
 use crate::store::snapshot::{self, Snapshot};
 
@@ -93,7 +93,7 @@ mod tests {
         assert!(site.join("pkg/data/aot/m.so").is_file());
         // kiln is killed here: nothing ends the change; the next kiln finds the journal.
         std::mem::forget(guarded);
-        let recovered = crate::apply::journal::recover(&cache).unwrap();
+        let recovered = crate::store::journal::recover(&cache).unwrap();
         assert_eq!(recovered.len(), 1);
         assert!(recovered[0].result.is_ok(), "{}", recovered[0]);
         assert!(!site.join("pkg/data/aot/m.so").exists());
@@ -101,13 +101,13 @@ mod tests {
             std::fs::read_to_string(site.join("pkg-1.0.dist-info/RECORD")).unwrap(),
             "pkg/__init__.py,,\n"
         );
-        assert!(crate::apply::journal::recover(&cache).unwrap().is_empty());
+        assert!(crate::store::journal::recover(&cache).unwrap().is_empty());
 
         // Kept: no journal, no snapshot left.
         let guarded = begin(&cache, &python, &site, "pkg", "pkg").unwrap();
         super::super::owned::add(&site, &site.join("pkg-1.0.dist-info"), &files).unwrap();
         guarded.keep();
-        assert!(crate::apply::journal::recover(&cache).unwrap().is_empty());
+        assert!(crate::store::journal::recover(&cache).unwrap().is_empty());
         assert!(site.join("pkg/data/aot/m.so").exists());
     }
 }

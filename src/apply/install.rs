@@ -16,8 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::download::pinned::PinnedWheel;
-use crate::probe::python::Dist;
-use crate::process::{Cmd, CommandFailed};
+use crate::process::Cmd;
 
 /// The uv kiln brings when none is on `PATH`: 0.13.9, the newest on PyPI (sha256 from
 /// https://pypi.org/simple/uv/); the wheel holds the static binary as
@@ -244,122 +243,6 @@ fn uv_env(mut c: Cmd, var: impl Fn(&str) -> Option<String>) -> Cmd {
     c
 }
 
-/// Copies of the files of one installed distribution (written into the install journal, so a
-/// later kiln can put them back).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Backup {
-    dist: String,
-    files: Vec<(PathBuf, PathBuf)>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BackupError {
-    #[error("cannot back up {dist}: {detail}")]
-    Backup { dist: String, detail: String },
-    #[error("cannot restore {dist}: {detail}")]
-    Restore { dist: String, detail: String },
-    #[error(transparent)]
-    Command(#[from] CommandFailed),
-}
-
-impl Backup {
-    /// Copies every file `dist`'s RECORD lists into `dir`. `None` when nothing is installed.
-    pub fn take(dist: Option<&Dist>, dir: &Path) -> Result<Option<Backup>, BackupError> {
-        let Some(d) = dist else { return Ok(None) };
-        let fail = |detail: String| BackupError::Backup {
-            dist: d.name.clone(),
-            detail,
-        };
-        let (Some(info), Some(loc)) = (&d.dist_info, &d.location) else {
-            return Err(fail("its metadata directory is unknown".into()));
-        };
-        let record =
-            std::fs::read_to_string(Path::new(info).join("RECORD")).map_err(|e| fail(format!("no RECORD: {e}")))?;
-        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-        let mut files = Vec::new();
-        for (i, line) in record.lines().enumerate() {
-            let Some(rel) = record_path(line) else { continue };
-            let orig = Path::new(loc).join(rel);
-            if !orig.is_file() {
-                continue;
-            }
-            let copy = dir.join(i.to_string());
-            std::fs::copy(&orig, &copy).map_err(|e| fail(format!("{}: {e}", orig.display())))?;
-            files.push((orig, copy));
-        }
-        Ok(Some(Backup {
-            dist: d.name.clone(),
-            files,
-        }))
-    }
-
-    /// Puts the files back (after the new version was uninstalled).
-    pub fn restore(&self) -> Result<(), BackupError> {
-        for (orig, copy) in &self.files {
-            if let Some(p) = orig.parent() {
-                std::fs::create_dir_all(p).map_err(|e| BackupError::Restore {
-                    dist: self.dist.clone(),
-                    detail: e.to_string(),
-                })?;
-            }
-            std::fs::copy(copy, orig).map_err(|e| BackupError::Restore {
-                dist: self.dist.clone(),
-                detail: format!("{}: {e}", orig.display()),
-            })?;
-        }
-        Ok(())
-    }
-
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
-    /// The distribution (or distributions, "a and b") whose files these are.
-    pub fn dist(&self) -> &str {
-        &self.dist
-    }
-
-    /// This backup and `other` as one: a step that replaces two distributions (a component and
-    /// its former name) puts both back.
-    pub fn join(mut self, other: Backup) -> Backup {
-        self.dist = format!("{} and {}", self.dist, other.dist);
-        self.files.extend(other.files);
-        self
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-}
-
-/// The path field of one RECORD line (CSV; a path with a comma is quoted).
-fn record_path(line: &str) -> Option<String> {
-    let line = line.trim();
-    if line.is_empty() {
-        return None;
-    }
-    let path = if let Some(rest) = line.strip_prefix('"') {
-        let mut out = String::new();
-        let mut chars = rest.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c == '"' {
-                if chars.peek() == Some(&'"') {
-                    out.push('"');
-                    chars.next();
-                } else {
-                    break;
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    } else {
-        line.split(',').next()?.to_string()
-    };
-    (!path.is_empty()).then_some(path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,12 +307,5 @@ mod tests {
         // Not `--reinstall`: that would reinstall torch and every CUDA library it needs.
         assert!(!uv.args.iter().any(|a| a == "--reinstall" || a == "--no-deps"));
         assert!(of(Tool::Pip).install_with_missing(py, &what, "x", cons, None).is_none());
-    }
-
-    #[test]
-    fn record_paths() {
-        assert_eq!(record_path("a/b.py,sha256=x,12").as_deref(), Some("a/b.py"));
-        assert_eq!(record_path("\"a,\"\"b\"\".py\",,").as_deref(), Some("a,\"b\".py"));
-        assert_eq!(record_path("  "), None);
     }
 }

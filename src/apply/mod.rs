@@ -29,7 +29,6 @@ pub mod failure;
 pub mod guarded;
 pub mod inputs;
 pub mod install;
-pub mod journal;
 pub mod memory;
 pub mod owned;
 pub mod prebuilt;

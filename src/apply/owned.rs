@@ -1,7 +1,7 @@
 //! Files kiln adds to an installed distribution: the run-time environment file
 //! (`probe::runtime`) and modules compiled ahead of time (`install --aot`). Each one is listed
 //! in the distribution's `RECORD`, so that uninstalling or replacing the distribution (pip, uv
-//! or kiln) removes it with the rest, and a backup of the distribution (`install::Backup`)
+//! or kiln) removes it with the rest, and a backup of the distribution (`store::backup::Backup`)
 //! carries it. [`Added`] remembers what a change replaced, so a failed step can undo it.
 //!
 //! It deliberately ignores what the files mean and when they are added (the install

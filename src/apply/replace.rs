@@ -10,13 +10,13 @@ use std::path::Path;
 
 use super::commit::Failed;
 use super::failure::BuildFailure;
-use super::install::{Backup, BackupError};
 use super::step::log_of;
 use super::{Context, Phase};
 use crate::probe::normalize;
 use crate::probe::python::{self, PythonFacts};
 use crate::recipe::Recipe;
 use crate::resolve::Step;
+use crate::store::backup::{Backup, BackupError};
 
 /// The installed distributions as one phrase ("sglang-kernel and sgl-kernel"): what a restore
 /// put back.
@@ -54,17 +54,20 @@ pub(super) fn back_up(
     replaced: &[&python::Dist],
     dir: &Path,
 ) -> Result<Option<Backup>, BackupError> {
-    let mut backup = Backup::take(installed, dir)?;
+    let mut backup = installed.map(|d| of(d, dir)).transpose()?;
     for (i, old) in replaced.iter().enumerate() {
-        let Some(b) = Backup::take(Some(old), &dir.join(format!("replaced-{i}")))? else {
-            continue;
-        };
+        let b = of(old, &dir.join(format!("replaced-{i}")))?;
         backup = Some(match backup {
             Some(mine) => mine.join(b),
             None => b,
         });
     }
     Ok(backup)
+}
+
+/// A backup of the installed distribution `d` into `dir`.
+pub(super) fn of(d: &python::Dist, dir: &Path) -> Result<Backup, BackupError> {
+    Backup::take(&d.name, d.dist_info.as_deref(), d.location.as_deref(), dir)
 }
 
 /// Uninstalls what the component replaces (its former distribution), before the component goes

@@ -13,9 +13,9 @@
 use serde::Serialize;
 
 use super::Context;
-use super::install::Backup;
-use super::journal::Open;
 use crate::process::Cmd;
+use crate::store::backup::Backup;
+use crate::store::journal::Open;
 use crate::store::locks;
 use crate::store::snapshot::{self, Snapshot};
 

@@ -92,7 +92,7 @@ fn recover(s: &Settings) -> Result<(), Failure> {
             if killed == 1 { "" } else { "es" }
         ));
     }
-    let recovered = crate::apply::journal::recover(&s.cache_dir).map_err(|e| Failure::User(e.to_string()))?;
+    let recovered = crate::store::journal::recover(&s.cache_dir).map_err(|e| Failure::User(e.to_string()))?;
     for r in recovered {
         report::note(&r.to_string());
     }

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pep508_rs::PackageName;
 use serde::{Deserialize, Serialize};
 
 use crate::process::{Cmd, Exit, Next, Streamed};
@@ -233,15 +232,8 @@ pub enum ProbeError {
     BadAnswer { python: String, detail: String },
 }
 
-/// A distribution name in its normalized form (`pep508_rs::PackageName`, the rule of
-/// <https://packaging.python.org/en/latest/specifications/name-normalization/>): `Flash_Attn`
-/// and `flash.attn` are `flash-attn`. A string that is no valid distribution name is kept as
-/// written, so it matches nothing installed.
-pub fn normalize(name: &str) -> String {
-    name.parse::<PackageName>()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| name.to_string())
-}
+/// A distribution name in its normalized form: the store's rule, [`crate::store::normalize`].
+pub use crate::store::normalize;
 
 /// Runs the probe on `python`, trying `imports` in the given order, each within `per_import`.
 ///

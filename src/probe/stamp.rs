@@ -158,20 +158,14 @@ fn record_paths(dist: &Dist) -> Option<(PathBuf, String)> {
     Some((PathBuf::from(loc), record))
 }
 
-/// The relative path of one `RECORD` line (a CSV row whose first field may be quoted).
-fn record_path(line: &str) -> &str {
-    line.split(',').next().unwrap_or("").trim_matches('"')
-}
-
 /// The files that may hold device code (shared objects, objects, archives) `dist`'s `RECORD`
 /// lists: what `probe::binaries::scan` reads.
 pub fn shared_objects(dist: &Dist) -> Vec<String> {
     let Some((loc, record)) = record_paths(dist) else {
         return Vec::new();
     };
-    record
-        .lines()
-        .map(record_path)
+    crate::store::record::paths(&record)
+        .into_iter()
         .filter(|rel| super::binaries::may_hold_cuda(rel))
         .map(|rel| loc.join(rel).display().to_string())
         .collect()
@@ -255,9 +249,8 @@ impl Graph {
             requires.insert(name.clone(), names.into_iter().collect());
             if let Some((loc, record)) = record_paths(d) {
                 owned.extend(
-                    record
-                        .lines()
-                        .map(record_path)
+                    crate::store::record::paths(&record)
+                        .into_iter()
                         .filter(|r| r.ends_with(".pth") && !r.contains('/'))
                         .map(|r| loc.join(r)),
                 );

@@ -6,11 +6,14 @@
 //! wheel-cache key says it is (its distribution name and version, its METADATA, every file
 //! against its RECORD hash), for what kiln keeps, takes and receives from bundles; [`aot`] is the
 //! cache of modules compiled ahead of time; [`locks`] the cache's and the environments' locks;
-//! [`snapshot`] the hard-link copy of an environment a run rolls back to; [`archive`] unpacks
-//! sdists and bundles into the cache; [`mirror`] is the git mirrors' configuration.
+//! [`snapshot`] the hard-link copy of an environment a run rolls back to, [`backup`] the copy
+//! of one distribution's files, [`journal`] what a step is about to change (recovered after a
+//! kill); [`archive`] unpacks sdists and bundles into the cache; [`mirror`] is the git mirrors'
+//! configuration; [`record`] reads a distribution's RECORD.
 //!
-//! It deliberately ignores when entries are made or used: fetching sources (`apply/source`),
-//! the install journal (`apply/journal.rs`, written through [`atomic`]), probe and JIT records
+//! It deliberately ignores when entries are made or used: fetching sources and mirroring git
+//! repositories (`apply/source`, through [`archive`] and [`mirror`]), memory records
+//! (`apply/memory.rs`, through [`atomic`]), probe and JIT records
 //! (`probe/`, `session/jit.rs`, through [`atomic`]); which bundled entries may come in
 //! (`bundle/check.rs`) and what `cache clean` may remove (`cache_dir.rs`).
 
@@ -23,9 +26,12 @@ use sha2::{Digest, Sha256};
 pub mod aot;
 pub mod archive;
 pub mod atomic;
+pub mod backup;
+pub mod journal;
 pub mod locked_wheel;
 pub mod locks;
 pub mod mirror;
+pub mod record;
 pub mod snapshot;
 pub mod wheel;
 pub mod wheels;
@@ -55,6 +61,16 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
         h.update(&buf[..n]);
     }
     Ok(hex::encode(h.finalize()))
+}
+
+/// A distribution name in its normalized form (`pep508_rs::PackageName`, the rule of
+/// <https://packaging.python.org/en/latest/specifications/name-normalization/>): `Flash_Attn`
+/// and `flash.attn` are `flash-attn`. A string that is no valid distribution name is kept as
+/// written, so it matches nothing installed.
+pub fn normalize(name: &str) -> String {
+    name.parse::<pep508_rs::PackageName>()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| name.to_string())
 }
 
 /// A name for this moment of this process: seconds since the epoch and the process id (a run's

@@ -110,11 +110,7 @@ pub fn dists_in(dir: &Path) -> BTreeMap<String, String> {
             let name = e.file_name().to_string_lossy().into_owned();
             let stem = name.strip_suffix(".dist-info")?;
             let (n, v) = stem.split_once('-')?;
-            // The name as PEP 503 normalizes it (the probe's spelling of distribution names).
-            let n = n
-                .parse::<pep508_rs::PackageName>()
-                .map_or_else(|_| n.to_string(), |p| p.to_string());
-            Some((n, v.to_string()))
+            Some((super::normalize(n), v.to_string()))
         })
         .collect()
 }

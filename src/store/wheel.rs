@@ -207,24 +207,14 @@ fn headers(metadata: &str) -> (String, String) {
 /// RECORD's lines: path -> its `sha256=` hash (None for a line without one). CSV: a path may
 /// be quoted, with `""` for a quote inside.
 fn parse_record(text: &str) -> Result<BTreeMap<String, Option<String>>, Mismatch> {
+    let bad = |line: &str| Mismatch::RecordLine(crate::shown::text(line));
     let mut out = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let bad = || Mismatch::RecordLine(crate::shown::text(line));
-        let mut tail = line.rsplitn(3, ',');
-        let (_size, hash, path) = (
-            tail.next().ok_or_else(bad)?,
-            tail.next().ok_or_else(bad)?,
-            tail.next().ok_or_else(bad)?,
-        );
-        let path = match path.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
-            Some(quoted) => quoted.replace("\"\"", "\""),
-            None => path.to_string(),
-        };
-        let hash = match hash {
+    for row in super::record::rows(text).map_err(|line| bad(&line))? {
+        let hash = match row.hash.as_str() {
             "" => None,
-            h => Some(h.strip_prefix("sha256=").ok_or_else(bad)?.to_string()),
+            h => Some(h.strip_prefix("sha256=").ok_or_else(|| bad(&row.path))?.to_string()),
         };
-        out.insert(path, hash);
+        out.insert(row.path, hash);
     }
     Ok(out)
 }

@@ -9,7 +9,7 @@
 //! - `installing` (install, verification or recording under way, or, in a run that is one
 //!   transaction, any point before the whole run is verified): rolled back — what was
 //!   installed is uninstalled (with the installer the step used), the backup copied back, and
-//!   the environment put back as the run's snapshot has it (`crate::store::snapshot`: the steps the
+//!   the environment put back as the run's snapshot has it ([`super::snapshot`]: the steps the
 //!   run finished before, the dependencies it added or upgraded, what a killed installer left
 //!   half-written or stashed), so the environment imports what it imported before; an
 //!   unverified install never stays;
@@ -21,7 +21,7 @@
 //! journal skipped is an environment left half-changed and then called `ok`.
 //!
 //! Entries live in the cache, `journal/env-<key>.json` (the key of the environment's lock,
-//! [`crate::store::locks::env_lock`]), not beside the environment: the backup they point at is in the
+//! [`super::locks::env_lock`]), not beside the environment: the backup they point at is in the
 //! cache already (the step's work directory), every kiln command knows its cache before it knows
 //! which interpreter it will look at, so "any command recovers first" is one directory listing,
 //! and an environment kiln may only read (a system Python that `doctor` inspects) gets no file.
@@ -36,10 +36,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::install::Backup;
+use super::backup::Backup;
+use super::locks;
+use super::snapshot::Snapshot;
 use crate::process::{Cmd, group};
-use crate::store::locks;
-use crate::store::snapshot::Snapshot;
 
 /// Where a step is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,7 +251,7 @@ impl std::fmt::Display for Recovered {
                 "rolled back: the unverified install was removed and the previous {} restored ({n} files)",
                 // What the backup holds: the step's distribution, or what the step replaced
                 // (a former name of the component) with it.
-                if crate::probe::normalize(b.dist()) == crate::probe::normalize(&e.dist) {
+                if super::normalize(b.dist()) == super::normalize(&e.dist) {
                     &e.dist
                 } else {
                     b.dist()
@@ -344,7 +344,7 @@ pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
         let Some(_lock) = locks::try_take(&locks::env_lock(cache, &entry.python)) else {
             continue; // a live kiln is in the middle of this step
         };
-        let log = cache.join("logs").join(format!("recover-{}.log", super::run_stamp()));
+        let log = cache.join("logs").join(format!("recover-{}.log", super::stamp()));
         crate::crash_point::reached("recover");
         let result = match entry.state {
             // Only the partial snapshot is there; it goes below.
