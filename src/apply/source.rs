@@ -298,7 +298,11 @@ pub fn cached_download(
             got,
         });
     }
-    std::fs::rename(&partial, &dest).map_err(io("cannot move the download into the cache"))?;
+    // A whole, checked file replaces a bad one left there; it is never written in place.
+    if dest.exists() {
+        let _ = std::fs::remove_file(&dest);
+    }
+    crate::store::place(&partial, &dest).map_err(io("cannot move the download into the cache"))?;
     Ok(dest)
 }
 

@@ -385,14 +385,7 @@ fn unpack_whole(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf,
         for found in entries_at(&root, depth).into_iter().filter(|p| p.is_dir()) {
             let rel = found.strip_prefix(&root).unwrap_or(&found).to_path_buf();
             let dest = cache.join(top).join(&rel);
-            if dest.exists() {
-                continue;
-            }
-            let moved = dest
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| std::fs::rename(&found, &dest));
-            moved.map_err(|source| BundleError::Move {
+            crate::store::place(&found, &dest).map_err(|source| BundleError::Move {
                 entry: Path::new(top).join(&rel),
                 source,
             })?;
@@ -405,16 +398,10 @@ fn unpack_whole(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf,
         .flatten()
         .flatten()
     {
-        let dest = house.join(e.file_name());
-        if dest.exists() {
-            continue;
-        }
-        std::fs::create_dir_all(&house)
-            .and_then(|()| std::fs::rename(e.path(), &dest))
-            .map_err(|source| BundleError::Move {
-                entry: Path::new("wheelhouse").join(e.file_name()),
-                source,
-            })?;
+        crate::store::place(&e.path(), &house.join(e.file_name())).map_err(|source| BundleError::Move {
+            entry: Path::new("wheelhouse").join(e.file_name()),
+            source,
+        })?;
     }
     Ok(lock)
 }

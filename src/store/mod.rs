@@ -73,6 +73,21 @@ pub fn normalize(name: &str) -> String {
         .unwrap_or_else(|_| name.to_string())
 }
 
+/// Moves a finished file or directory (a checked download, a checked bundle entry) to its place
+/// in the cache with one rename, its parent made if missing; an entry already there is kept and
+/// `from` left where it is (`Ok(false)`). `from` must be on the cache's file system.
+pub fn place(from: &Path, to: &Path) -> std::io::Result<bool> {
+    if to.exists() {
+        return Ok(false);
+    }
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    crate::crash_point::writing(to);
+    std::fs::rename(from, to)?;
+    Ok(true)
+}
+
 /// A name for this moment of this process: seconds since the epoch and the process id (a run's
 /// logs, a quarantined entry).
 pub fn stamp() -> String {
