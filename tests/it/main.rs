@@ -33,6 +33,7 @@ mod overhead;
 mod plan_install;
 mod prebuilt;
 mod probe_cache;
+mod progress_lines;
 mod recipe_draft;
 mod recipe_facts;
 mod recipes;
