@@ -32,11 +32,15 @@ pub enum Task {
     Download,
     /// The CUDA binaries of a prebuilt wheel read for the plan's verdict on it.
     WheelJudgement,
+    /// A bundle written from the cache: bytes of the entries packed so far.
+    Pack,
+    /// A bundle unpacked into the cache and its entries checked.
+    Unpack,
 }
 
 impl Task {
     /// Every kind, in the order above.
-    pub const ALL: [Task; 7] = [
+    pub const ALL: [Task; 9] = [
         Task::Probe,
         Task::SmokeTest,
         Task::ServingProof,
@@ -44,6 +48,8 @@ impl Task {
         Task::Aot,
         Task::Download,
         Task::WheelJudgement,
+        Task::Pack,
+        Task::Unpack,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,7 +61,14 @@ impl Task {
             Task::Aot => "AOT compile",
             Task::Download => "download",
             Task::WheelJudgement => "wheel judgement",
+            Task::Pack => "pack",
+            Task::Unpack => "unpack",
         }
+    }
+
+    /// Whether its progress counts bytes (else parts).
+    pub fn counts_bytes(self) -> bool {
+        matches!(self, Task::Download | Task::Pack | Task::Unpack)
     }
 }
 

@@ -226,8 +226,17 @@ pub enum BundleError {
 
 /// Writes the bundle: the lockfile's text as `kiln.lock`, then the cache entries (each a
 /// directory, with everything below it), into `<out>.partial`, renamed to `out` when complete.
-/// The directory `out` names is made if missing.
-pub fn write(out: &Path, lock_text: &str, contents: &Contents, cache: &Path) -> Result<(), BundleError> {
+/// The directory `out` names is made if missing. `watch` sees a [`Task::Pack`] in bytes of the
+/// files packed.
+///
+/// [`Task::Pack`]: crate::watch::Task::Pack
+pub fn write(
+    out: &Path,
+    lock_text: &str,
+    contents: &Contents,
+    cache: &Path,
+    watch: &crate::watch::Watch,
+) -> Result<(), BundleError> {
     let mut name = out.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     let partial = out.with_file_name(name);
@@ -237,7 +246,22 @@ pub fn write(out: &Path, lock_text: &str, contents: &Contents, cache: &Path) -> 
             source,
         })?;
     }
-    let result = write_tar(&partial, lock_text, contents, cache).and_then(|()| {
+    let subject = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut task = watch.start(
+        crate::watch::Task::Pack,
+        &subject,
+        format!("{} entries", contents.entries.len()),
+    );
+    let total: u64 = contents.entries.iter().map(|e| bytes_below(&cache.join(e))).sum();
+    let mut packed = Packed {
+        done: 0,
+        total,
+        task: &mut task,
+    };
+    let result = write_tar(&partial, lock_text, contents, cache, &mut packed).and_then(|()| {
         std::fs::rename(&partial, out).map_err(|source| BundleError::Write {
             path: out.to_path_buf(),
             source,
@@ -246,10 +270,50 @@ pub fn write(out: &Path, lock_text: &str, contents: &Contents, cache: &Path) -> 
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
     }
+    task.finish(result.is_ok());
     result
 }
 
-fn write_tar(partial: &Path, lock_text: &str, contents: &Contents, cache: &Path) -> Result<(), BundleError> {
+/// The bytes of the regular files at or below `path` (links not followed).
+fn bytes_below(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_dir() {
+        std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| bytes_below(&e.path()))
+            .sum()
+    } else if meta.is_file() {
+        meta.len()
+    } else {
+        0
+    }
+}
+
+/// How far the packing is.
+struct Packed<'a> {
+    done: u64,
+    total: u64,
+    task: &'a mut crate::watch::Running,
+}
+
+impl Packed<'_> {
+    fn add(&mut self, bytes: u64) {
+        self.done += bytes;
+        self.task.progress(self.done, Some(self.total.max(self.done)));
+    }
+}
+
+fn write_tar(
+    partial: &Path,
+    lock_text: &str,
+    contents: &Contents,
+    cache: &Path,
+    packed: &mut Packed,
+) -> Result<(), BundleError> {
     let failed = |source| BundleError::Write {
         path: partial.to_path_buf(),
         source,
@@ -267,7 +331,7 @@ fn write_tar(partial: &Path, lock_text: &str, contents: &Contents, cache: &Path)
     tar.append_data(&mut header, LOCK_IN_BUNDLE, lock_text.as_bytes())
         .map_err(failed)?;
     for entry in &contents.entries {
-        append_tree(&mut tar, cache, Path::new(entry)).map_err(|e| match e {
+        append_tree(&mut tar, cache, Path::new(entry), packed).map_err(|e| match e {
             Appending::Io(source) => failed(source),
             Appending::NotAFile(p) => BundleError::NotAFile(p),
         })?;
@@ -290,7 +354,12 @@ impl From<std::io::Error> for Appending {
 
 /// Appends `rel` (relative to `cache`) and, for a directory, everything below it in name order;
 /// no owners, mode 0o755 or 0o644 by the executable bit, mtimes kept.
-fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) -> Result<(), Appending> {
+fn append_tree<W: Write>(
+    tar: &mut tar::Builder<W>,
+    cache: &Path,
+    rel: &Path,
+    packed: &mut Packed,
+) -> Result<(), Appending> {
     let path = cache.join(rel);
     let meta = std::fs::symlink_metadata(&path)?;
     let mut header = tar::Header::new_gnu();
@@ -303,7 +372,7 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
             .collect::<Result<_, _>>()?;
         names.sort();
         for name in names {
-            append_tree(tar, cache, &rel.join(name))?;
+            append_tree(tar, cache, &rel.join(name), packed)?;
         }
     } else if meta.is_file() && rel.starts_with("git") && rel.file_name().is_some_and(|n| n == "config") {
         // A mirror written by an older kiln may name its URL with a credential: it never travels.
@@ -312,8 +381,10 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
         let text = crate::process::secrets::strip_urls(&text);
         header.set_size(text.len() as u64);
         tar.append_data(&mut header, rel, text.as_bytes())?;
+        packed.add(meta.len());
     } else if meta.is_file() {
         tar.append_data(&mut header, rel, archive::open_regular(&path)?)?;
+        packed.add(meta.len());
     } else {
         return Err(Appending::NotAFile(path));
     }
@@ -323,8 +394,26 @@ fn append_tree<W: Write>(tar: &mut tar::Builder<W>, cache: &Path, rel: &Path) ->
 /// Unpacks a bundle (whole, or split into parts: any of their names will do) into `cache`
 /// (entries already there are kept) and returns the path of its lockfile, left in a directory
 /// of its own under the cache. `set` names each locked component's distribution (its wheel
-/// entries are checked against it).
-pub fn unpack(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf, BundleError> {
+/// entries are checked against it). `watch` sees it as a [`Task::Unpack`].
+///
+/// [`Task::Unpack`]: crate::watch::Task::Unpack
+pub fn unpack(
+    bundle: &Path,
+    cache: &Path,
+    set: &RecipeSet,
+    watch: &crate::watch::Watch,
+) -> Result<PathBuf, BundleError> {
+    let subject = bundle
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let task = watch.start(crate::watch::Task::Unpack, &subject, "into the cache");
+    let got = unpack_checked(bundle, cache, set);
+    task.finish(got.is_ok());
+    got
+}
+
+fn unpack_checked(bundle: &Path, cache: &Path, set: &RecipeSet) -> Result<PathBuf, BundleError> {
     let pieces = parts::of(bundle)?;
     let bundles = cache.join("bundles");
     if pieces.len() == 1 {

@@ -103,7 +103,8 @@ fn finish(
     planned_for: Option<&str>,
 ) -> CmdResult {
     let cache = &settings.cache_dir;
-    crate::bundle::write(output, lock_text, contents, cache).map_err(|e| Failure::User(e.to_string()))?;
+    crate::bundle::write(output, lock_text, contents, cache, &settings.watch)
+        .map_err(|e| Failure::User(e.to_string()))?;
     let bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
     let parts = match split {
         Some(max) => crate::bundle::parts::split(output, max).map_err(|e| Failure::User(e.to_string()))?,

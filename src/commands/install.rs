@@ -384,7 +384,7 @@ pub fn run_bundle(
 ) -> CmdResult {
     let cache = &settings.cache_dir;
     let set = load_recipes(settings)?;
-    let lock = crate::bundle::unpack(bundle, cache, &set).map_err(|e| Failure::User(e.to_string()))?;
+    let lock = crate::bundle::unpack(bundle, cache, &set, &settings.watch).map_err(|e| Failure::User(e.to_string()))?;
     let settings = Settings {
         offline: true,
         ..settings.clone()

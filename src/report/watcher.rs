@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::progress::PLAIN_EVERY;
 use crate::apply::memory::human;
 use crate::settings::Settings;
-use crate::watch::{Event, Task, Watch};
+use crate::watch::{Event, Watch};
 
 /// The watch the settings ask for.
 pub fn watcher(settings: &Settings) -> Watch {
@@ -118,13 +118,9 @@ pub fn line(e: &Event) -> String {
             done,
             total,
         } => {
-            // Bytes for a download; for the rest, parts done.
+            // Bytes for a download or a bundle; for the rest, parts done.
             let amount = |n: u64| {
-                if *task == Task::Download {
-                    human(n)
-                } else {
-                    n.to_string()
-                }
+                if task.counts_bytes() { human(n) } else { n.to_string() }
             };
             let of = total.map(|t| format!(" of {}", amount(t))).unwrap_or_default();
             format!("kiln: {} {subject}: {}{of}", task.as_str(), amount(*done))
@@ -163,9 +159,10 @@ fn spinner(bars: &Mutex<BTreeMap<String, ProgressBar>>, e: &Event) {
                     && bar.length() != Some(*t)
                 {
                     bar.set_length(*t);
-                    let template = match task {
-                        Task::Download => "{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})",
-                        _ => "{msg} [{bar:30}] {pos}/{len} [{elapsed}]",
+                    let template = if task.counts_bytes() {
+                        "{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})"
+                    } else {
+                        "{msg} [{bar:30}] {pos}/{len} [{elapsed}]"
                     };
                     bar.set_style(
                         ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -188,6 +185,7 @@ fn spinner(bars: &Mutex<BTreeMap<String, ProgressBar>>, e: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch::Task;
 
     #[test]
     fn a_short_task_leaves_no_line_and_its_timer_does_not_show_the_next_of_its_kind() {

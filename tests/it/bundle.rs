@@ -69,6 +69,15 @@ fn months(python: &Path) -> Result<String, String> {
     }
 }
 
+/// The `--json` events of `task` a command wrote on stderr.
+fn events(out: &std::process::Output, task: &str) -> Vec<serde_json::Value> {
+    text(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["task"] == task)
+        .collect()
+}
+
 #[test]
 fn a_split_bundle_installs_with_its_dependencies_and_builds_offline() {
     let w = World::new();
@@ -100,6 +109,15 @@ fn a_split_bundle_installs_with_its_dependencies_and_builds_offline() {
             "{wheel} in {v}"
         );
     }
+    // Packing is watched in bytes (issue 24, item 3): it ends with every byte of the entries.
+    let pack = events(&out, "pack");
+    assert_eq!(pack.first().map(|e| &e["event"]), Some(&"started".into()), "{pack:?}");
+    let last = pack.iter().rev().find(|e| e["event"] == "progress").unwrap();
+    assert!(
+        last["done"].as_u64().unwrap() > 0 && last["done"] == last["total"],
+        "{pack:?}"
+    );
+    assert_eq!(pack.last().unwrap()["ok"], true, "{pack:?}");
     let pinned = v["wheelhouse"]["pinned"].as_array().unwrap();
     assert!(pinned.contains(&"six==1.17.0".into()), "{v}");
     let parts: Vec<PathBuf> = v["parts"]
@@ -129,6 +147,12 @@ fn a_split_bundle_installs_with_its_dependencies_and_builds_offline() {
     let v = stdout_json(&out);
     assert_eq!(v["lock"]["reproduced"], true, "{v}");
     assert_eq!(months(&node).unwrap(), "relativedelta(months=+3)");
+    let unpack = events(&out, "unpack");
+    assert_eq!(
+        unpack.iter().map(|e| e["event"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["started", "finished"],
+        "{unpack:?}"
+    );
 
     // Node B: the bundle without kiln's wheel (the parts joined by `cat`, rewritten without
     // `wheels/` by Python's tarfile), so the node builds from the sdist, with setuptools from the

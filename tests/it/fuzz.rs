@@ -238,7 +238,7 @@ fn mutated_bundles_are_unpacked_or_refused_and_never_write_outside_the_cache() {
                 recipes: Default::default(),
                 origin: "fuzz".into(),
             };
-            let _ = kiln::bundle::unpack(&bundle, &cache, &set);
+            let _ = kiln::bundle::unpack(&bundle, &cache, &set, &kiln::watch::Watch::default());
             for f in files_below(&root) {
                 prop_assert!(
                     f.starts_with("cache") || f == Path::new("b.tar"),
