@@ -311,7 +311,9 @@ mod tests {
                 | Task::JitProof
                 | Task::Aot
                 | Task::Download
-                | Task::WheelJudgement => {}
+                | Task::WheelJudgement
+                | Task::Pack
+                | Task::Unpack => {}
             }
         }
         let names: std::collections::BTreeSet<&str> = Task::ALL.iter().map(|t| t.as_str()).collect();
