@@ -40,6 +40,7 @@ pub struct CompileCache {
     cache: PathBuf,
     offline: bool,
     archs: Vec<Arch>,
+    watch: crate::watch::Watch,
     ready: OnceLock<Result<Ready, String>>,
     warned: Mutex<BTreeSet<&'static str>>,
 }
@@ -65,12 +66,20 @@ pub struct StepCache {
 }
 
 impl CompileCache {
-    pub fn new(backend: Backend, cache: &Path, offline: bool, archs: &[Arch]) -> CompileCache {
+    /// `watch` sees sccache's download, where kiln brings it.
+    pub fn new(
+        backend: Backend,
+        cache: &Path,
+        offline: bool,
+        archs: &[Arch],
+        watch: &crate::watch::Watch,
+    ) -> CompileCache {
         CompileCache {
             backend,
             cache: cache.to_path_buf(),
             offline,
             archs: archs.to_vec(),
+            watch: watch.clone(),
             ready: OnceLock::new(),
             warned: Mutex::new(BTreeSet::new()),
         }
@@ -91,7 +100,7 @@ impl CompileCache {
 
     fn ready(&self, nvcc: Option<&str>, logs: &Path) -> &Result<Ready, String> {
         self.ready.get_or_init(|| {
-            let sccache = tool::ensure(&self.cache, self.offline)?;
+            let sccache = tool::ensure(&self.cache, self.offline, &self.watch)?;
             compile_cache::launcher::ensure(&self.cache)?;
             let cuda = match nvcc {
                 Some(nvcc) if !self.archs.is_empty() => {

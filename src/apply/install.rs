@@ -71,13 +71,15 @@ impl Installer {
 
     /// What a run installs with: uv on PATH, else kiln's uv under `cache` (brought from PyPI
     /// when it is not there yet and `offline` is not set), else pip, with the reason kept for
-    /// [`Installer::fallback`]. `KILN_NO_UV` asks for pip.
-    pub fn for_cache(cache: &Path, offline: bool) -> Installer {
+    /// [`Installer::fallback`]. `KILN_NO_UV` asks for pip. `watch` sees uv's download.
+    pub fn for_cache(cache: &Path, offline: bool, watch: &crate::watch::Watch) -> Installer {
         let mut i = Installer::detect().offline(offline);
         if std::env::var_os("KILN_NO_UV").is_some() || matches!(i.tool, Tool::Uv(_)) {
             return i;
         }
-        match UV.ensure(cache, offline) {
+        match watch.download("uv", &format!("uv {} wheel", UV.version), |p| {
+            UV.ensure(cache, offline, p)
+        }) {
             Ok(uv) => i.tool = Tool::Uv(uv),
             Err(why) => {
                 let text = format!(

@@ -168,8 +168,10 @@ pub fn run_for(settings: &Settings, node: &Path, targets: &[String], output: &Pa
         .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
     let target = node_wheels::NodeTarget::of(&s.facts.python.version, &tags)
         .map_err(|e| Failure::User(format!("{}: {e}", node.display())))?;
-    let uv = crate::apply::install::UV
-        .ensure(cache, settings.offline)
+    let uv = crate::apply::install::UV;
+    let uv = settings
+        .watch
+        .download("uv", &format!("uv {} wheel", uv.version), |p| uv.ensure(cache, settings.offline, p))
         .map_err(|e| {
             Failure::User(format!(
                 "cannot resolve for the node without uv: {e}\n  run once with network (kiln brings uv from PyPI), or put uv on PATH"

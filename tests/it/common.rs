@@ -68,7 +68,7 @@ pub fn uv() -> &'static Path {
     UV.get_or_init(|| {
         let tools = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kiln-tools");
         kiln::apply::install::UV
-            .ensure(&tools, false)
+            .ensure(&tools, false, &mut |_, _| {})
             .unwrap_or_else(|e| panic!("cannot bring uv: {e}"))
     })
 }
