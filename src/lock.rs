@@ -296,8 +296,9 @@ impl std::fmt::Display for Difference {
     }
 }
 
-/// Every field in which `found` (what is installed now, by component) differs from the lock.
-pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Difference> {
+/// Every field in which `found` (what is installed now, by component) differs from the lock;
+/// with `other_archs` (the install targeted other archs on purpose) the archs only as a note.
+pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>, other_archs: bool) -> Vec<Difference> {
     let mut out = Vec::new();
     fn text<T: ToString>(v: &[T]) -> String {
         if v.is_empty() {
@@ -332,7 +333,7 @@ pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>) -> Vec<Differe
         if lock.environment.planned_for.is_some() {
             continue;
         }
-        diff("archs", text(&want.archs), text(&have.archs), false);
+        diff("archs", text(&want.archs), text(&have.archs), other_archs);
         diff("cuda", opt(&want.cuda), opt(&have.cuda), false);
         let against =
             |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join("; ");

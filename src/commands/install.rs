@@ -278,9 +278,9 @@ pub fn run_locked(
 ) -> CmdResult {
     let lock = read_lock(settings, path)?;
     let pinned = locked::targets(&lock, targets, path)?;
-    let (archs, from) = locked::archs(&lock, settings.archs.as_deref(), path)?;
+    let (archs, from) = locked::archs(&lock, settings.archs.as_deref());
     if !settings.json && !settings.quiet {
-        report::install::locked_archs(path, archs.as_deref(), from);
+        report::install::locked_archs(path, archs.as_deref(), from, &locked::archs_of(&lock).0);
     }
     let settings = Settings {
         archs,
@@ -327,7 +327,7 @@ pub fn run_locked(
         Some(after) => after,
         None => open(&probed_again, &pinned)?,
     };
-    let (compared, differences) = after.compare(&lock);
+    let (compared, differences) = after.compare(&lock, from == locked::ArchsFrom::Overridden);
     let failed = differences.iter().any(|d| !d.note_only);
     if settings.json {
         let check = LockCheck {

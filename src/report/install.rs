@@ -366,11 +366,17 @@ pub fn archs_from(from: crate::session::locked::ArchsFrom) -> &'static str {
         ArchsFrom::Lock => "lock",
         ArchsFrom::Components => "lock components",
         ArchsFrom::Gpus => "gpus",
+        ArchsFrom::Overridden => "--arch over the lock's",
     }
 }
 
 /// The target archs of a locked install and where they came from.
-pub fn locked_archs(path: &Path, archs: Option<&[crate::arch::Arch]>, from: crate::session::locked::ArchsFrom) {
+pub fn locked_archs(
+    path: &Path,
+    archs: Option<&[crate::arch::Arch]>,
+    from: crate::session::locked::ArchsFrom,
+    locked: &[crate::arch::Arch],
+) {
     use crate::session::locked::ArchsFrom;
     let list = archs
         .unwrap_or_default()
@@ -382,11 +388,18 @@ pub fn locked_archs(path: &Path, archs: Option<&[crate::arch::Arch]>, from: crat
     match from {
         ArchsFrom::Given => println!("target {list} (--arch, as {lock} has it)"),
         ArchsFrom::Lock => {
-            println!("target {list}: the archs of {lock} (it reproduces them; --arch may only name the same)")
+            println!("target {list}: the archs of {lock} (it reproduces them; --arch names others)")
         }
         ArchsFrom::Components => println!(
-            "target {list}: the archs {lock}'s components were built for (it reproduces them; --arch may only name the same)"
+            "target {list}: the archs {lock}'s components were built for (it reproduces them; --arch names others)"
         ),
+        ArchsFrom::Overridden => {
+            let locked: Vec<String> = locked.iter().map(|a| a.to_string()).collect();
+            println!(
+                "target {list} (--arch), not the lock's {}: what was built for those is built again for {list}, and {lock} is reproduced in all but its archs",
+                locked.join(", ")
+            )
+        }
         ArchsFrom::Gpus => println!("target: the GPUs found ({lock} names no archs)"),
     }
 }

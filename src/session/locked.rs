@@ -81,6 +81,20 @@ pub enum ArchsFrom {
     Components,
     /// Neither the lock nor `--arch` names any: the GPUs found.
     Gpus,
+    /// `--arch`, naming other archs than the lock's: what was built for the lock's is built
+    /// again for these, and the lock is reproduced in all but its archs.
+    Overridden,
+}
+
+/// The archs a lock was made for: its `[environment] archs`, else the one set its components
+/// were built for (empty when neither says), and which of the two it was.
+pub fn archs_of(lock: &Lock) -> (Vec<Arch>, ArchsFrom) {
+    if lock.environment.archs.is_empty() {
+        let of = component_archs(lock.components.iter().map(|c| c.archs.as_slice()));
+        (of.unwrap_or_default(), ArchsFrom::Components)
+    } else {
+        (lock.environment.archs.clone(), ArchsFrom::Lock)
+    }
 }
 
 /// The one set of archs the components kiln installed were built or installed for, when they
@@ -94,27 +108,17 @@ pub fn component_archs<'a>(archs: impl IntoIterator<Item = &'a [Arch]>) -> Optio
     }
 }
 
-/// The archs of a locked install: the lock's (else those its components were built for), or
-/// `given` (`--arch`) when it names the same. A bundle made for 9.0 and 12.0 installs for both on
-/// a node with one GPU, so that the wheel keys, and the bundled wheels, are the lock's.
-pub fn archs(lock: &Lock, given: Option<&[Arch]>, path: &Path) -> Result<(Option<Vec<Arch>>, ArchsFrom), SessionError> {
-    let (locked, from) = if lock.environment.archs.is_empty() {
-        let of = component_archs(lock.components.iter().map(|c| c.archs.as_slice()));
-        (of.unwrap_or_default(), ArchsFrom::Components)
-    } else {
-        (lock.environment.archs.clone(), ArchsFrom::Lock)
-    };
-    let join = |a: &[Arch]| a.iter().map(Arch::to_string).collect::<Vec<_>>().join(",");
+/// The archs of a locked install: the lock's (else those its components were built for), unless
+/// `given` (`--arch`). A bundle made for 9.0 and 12.0 installs for both on a node with one GPU,
+/// so that the wheel keys, and the bundled wheels, are the lock's; `--arch` naming others
+/// builds again for those what was built for the lock's.
+pub fn archs(lock: &Lock, given: Option<&[Arch]>) -> (Option<Vec<Arch>>, ArchsFrom) {
+    let (locked, from) = archs_of(lock);
     match given {
-        None if locked.is_empty() => Ok((None, ArchsFrom::Gpus)),
-        None => Ok((Some(locked), from)),
-        Some(a) if a == locked.as_slice() => Ok((Some(a.to_vec()), ArchsFrom::Given)),
-        Some(a) => Err(SessionError::Usage(format!(
-            "--arch {} differs from the archs {} locked them for ({}); leave --arch out to use the lock's",
-            join(a),
-            path.display(),
-            join(&locked)
-        ))),
+        None if locked.is_empty() => (None, ArchsFrom::Gpus),
+        None => (Some(locked), from),
+        Some(a) if a == locked.as_slice() => (Some(a.to_vec()), ArchsFrom::Given),
+        Some(a) => (Some(a.to_vec()), ArchsFrom::Overridden),
     }
 }
 
@@ -273,8 +277,9 @@ impl Session {
     }
 
     /// The part of the lock in this session's scope (named targets reproduce part of it: those
-    /// and what they need), how many components that is, and each field that differs.
-    pub fn compare(&self, lock: &Lock) -> (usize, Vec<Difference>) {
+    /// and what they need), how many components that is, and each field that differs; with
+    /// `other_archs` (`--arch` over the lock's) a difference of archs is a note, not a failure.
+    pub fn compare(&self, lock: &Lock, other_archs: bool) -> (usize, Vec<Difference>) {
         let found: BTreeMap<String, Locked> = lock
             .components
             .iter()
@@ -282,6 +287,6 @@ impl Session {
             .collect();
         let mut part = lock.clone();
         part.components.retain(|c| self.scope.iter().any(|(n, _)| *n == c.name));
-        (part.components.len(), lock::differences(&part, &found))
+        (part.components.len(), lock::differences(&part, &found, other_archs))
     }
 }

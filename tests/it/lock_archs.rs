@@ -1,6 +1,7 @@
 //! A lock reproduces for the archs it was made for, whatever GPU the node has: `kiln lock`
 //! without `--arch` locks the archs kiln installed the components for (not the GPUs found, none
-//! on a connected machine), and `install --locked`/`--bundle` take the lock's archs and say so.
+//! on a connected machine), and `install --locked`/`--bundle` take the lock's archs and say so,
+//! unless `--arch` names others: then those, said so, with the archs' difference a note.
 //! Ground truth: the project's H200 proof (`bench/h200/make-bundle.sh` installs for 9.0,12.0 and
 //! runs `kiln lock` without `--arch` on a machine without a GPU; `run.sh install` on the H200
 //! exited 1 after recompiling flashinfer: "cutlass-dsl archs: the lock has 9.0, 12.0, the
@@ -69,7 +70,7 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
         stdout.contains(&format!(
-            "target 9.0, 12.0: the archs of {lock_arg} (it reproduces them; --arch may only name the same)"
+            "target 9.0, 12.0: the archs of {lock_arg} (it reproduces them; --arch names others)"
         )),
         "{stdout}"
     );
@@ -99,18 +100,43 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
     let cext = cext_outcome(&v);
     assert_eq!(cext["from_cache"], true, "the bundled wheel, not a compile: {v}");
 
-    // --arch naming other archs than the lock's is refused, naming both.
-    let out = install_locked(
-        &w,
-        &node,
-        &w.dir.path().join("node-cache"),
-        &["--locked", "--lock", &lock_arg, "--arch", "9.0"],
-    );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    // --arch naming other archs than the lock's wins (issue 19: "take the lock's archs unless
+    // --arch is given"), and says so: what was built for 9.0 and 12.0 is built again for 9.0,
+    // and the lock is reproduced in all but its archs, whose difference is a note.
+    let other = venv(&w.dir.path().join("other"));
+    let args = ["--locked", "--lock", &lock_arg, "--arch", "9.0"];
+    let out = install_locked(&w, &other, &w.cache, &args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("--arch 9.0 differs from the archs"),
-        "{}",
-        text(&out.stderr)
+        stdout.contains(&format!(
+            "target 9.0 (--arch), not the lock's 9.0, 12.0: what was built for those is built again for 9.0, and {lock_arg} is reproduced in all but its archs"
+        )),
+        "{stdout}"
+    );
+    let other = venv(&w.dir.path().join("other-json"));
+    let mut json = vec!["--json"];
+    json.extend(args);
+    let out = install_locked(&w, &other, &w.dir.path().join("other-cache"), &json);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    assert_eq!(v["archs_from"], "--arch over the lock's", "{v}");
+    assert_eq!(v["lock"]["reproduced"], true, "{v}");
+    let archs = v["lock"]["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["field"] == "archs")
+        .unwrap_or_else(|| panic!("no archs difference: {v}"));
+    assert_eq!(
+        (&archs["locked"], &archs["found"], &archs["note_only"]),
+        (&"9.0, 12.0".into(), &"9.0".into(), &true.into()),
+        "{v}"
+    );
+    let cext = cext_outcome(&v);
+    assert!(
+        cext["action"] == "build" && cext["from_cache"] != true,
+        "built again for 9.0: {v}"
     );
 }
 
