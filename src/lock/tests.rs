@@ -100,17 +100,17 @@ fn hostile_values_are_refused_at_their_line() {
 fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
     let lock = sample();
     let mut have = lock.components[0].clone();
-    assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into()).is_empty());
+    assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into(), false).is_empty());
     have.wheel_sha256 = Some("0f".repeat(32));
     have.built_against.insert("torch".into(), "2.11.0+cu130".into());
-    let d = differences(&lock, &[("flashinfer".to_string(), have)].into());
+    let d = differences(&lock, &[("flashinfer".to_string(), have)].into(), false);
     let fields: Vec<(&str, bool)> = d.iter().map(|d| (d.field, d.note_only)).collect();
     assert_eq!(fields, [("built against", false), ("wheel sha256", true)]);
     assert_eq!(
         d[0].to_string(),
         "flashinfer built against: the lock has torch 2.14.1+cu130, the environment has torch 2.11.0+cu130"
     );
-    let d = differences(&lock, &BTreeMap::new());
+    let d = differences(&lock, &BTreeMap::new(), false);
     assert_eq!(d[0].found, "nothing installed");
 }
 
@@ -137,7 +137,7 @@ fn a_prebuilt_wheel_is_locked_and_pinned_as_a_wheel() {
         ..sample()
     };
     let found = [(c.name.clone(), have)].into();
-    assert!(differences(&lock, &found).is_empty());
+    assert!(differences(&lock, &found, false).is_empty());
 
     let mut entry = VersionEntry::bare("0.7.4".parse().unwrap(), None);
     let mut problems = Vec::new();
