@@ -43,6 +43,7 @@ pub fn begin(cache: &Path, python: &Path, site: &Path, component: &str, dist: &s
     journal.snapshot_taken(snap.clone());
     if let Err(e) = journal.files_only(component, dist) {
         snap.discard();
+        journal.close();
         return Err(e);
     }
     Ok(Guarded {

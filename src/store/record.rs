@@ -27,7 +27,7 @@ pub fn rows(text: &str) -> Result<Vec<Row>, String> {
             text.lines().nth(n).unwrap_or_default().to_string()
         };
         let rec = rec.map_err(|e| line_of(e.position().map(|p| p.line())))?;
-        if rec.iter().all(|f| f.trim().is_empty()) {
+        if rec.len() == 1 && rec[0].trim().is_empty() {
             continue;
         }
         if rec.len() != 3 || rec[0].is_empty() {

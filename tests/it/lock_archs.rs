@@ -114,6 +114,11 @@ fn a_lock_and_its_bundle_reproduce_for_the_locked_archs_and_use_the_bundled_whee
         )),
         "{stdout}"
     );
+    // Again on the same cache, which now holds the wheel built for 9.0 (not the lock's hash):
+    // taken, not refused as a foreign wheel.
+    let again = venv(&w.dir.path().join("again"));
+    let out = install_locked(&w, &again, &w.cache, &args);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
     let other = venv(&w.dir.path().join("other-json"));
     let mut json = vec!["--json"];
     json.extend(args);
