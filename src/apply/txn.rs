@@ -163,10 +163,12 @@ impl<'a> Txn<'a> {
 
     fn close(&mut self, discard: bool) {
         if let Some(j) = self.journal.take() {
-            if discard && let Some(s) = j.snapshot() {
+            // The entry goes before its snapshot (see `store::journal::recover`).
+            let snapshot = j.snapshot().cloned().filter(|_| discard);
+            j.close();
+            if let Some(s) = snapshot {
                 s.discard();
             }
-            j.close();
         }
     }
 

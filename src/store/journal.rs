@@ -353,13 +353,15 @@ pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
         };
         crate::crash_point::reached("recovered");
         if result.is_ok() {
+            // The entry goes first: a kill while the copies below are removed must not leave an
+            // entry whose snapshot is half gone (a rollback from it would delete files).
+            let _ = std::fs::remove_file(&path);
             if !entry.backup_dir.as_os_str().is_empty() {
                 let _ = std::fs::remove_dir_all(&entry.backup_dir);
             }
             if let Some(s) = &entry.snapshot {
                 s.discard();
             }
-            let _ = std::fs::remove_file(&path);
         }
         out.push(Recovered { entry, result, log });
     }

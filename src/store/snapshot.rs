@@ -63,8 +63,16 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// Puts every directory back as the snapshot has it.
+    /// Puts every directory back as the snapshot has it. A copy that is gone (a discard cut
+    /// short) is an error before anything is touched: restoring from it would delete the
+    /// environment's files.
     pub fn restore(&self) -> io::Result<Restored> {
+        if let Some((_, copy)) = self.roots.iter().find(|(_, copy)| !copy.is_dir()) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the snapshot's copy {} is gone; nothing was restored", copy.display()),
+            ));
+        }
         let mut n = Restored::default();
         for (live, copy) in &self.roots {
             restore_dir(live, copy, &mut n)?;
