@@ -88,7 +88,8 @@ pub fn parts(cache: &Path) -> Vec<Part> {
         .collect()
 }
 
-fn size(path: &Path) -> u64 {
+/// The bytes at or below `path`, links not followed.
+pub fn size(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
     };

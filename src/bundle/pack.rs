@@ -45,7 +45,11 @@ pub fn write(
         &subject,
         format!("{} entries", contents.entries.len()),
     );
-    let total: u64 = contents.entries.iter().map(|e| bytes_below(&cache.join(e))).sum();
+    let total: u64 = contents
+        .entries
+        .iter()
+        .map(|e| crate::cache_dir::size(&cache.join(e)))
+        .sum();
     let mut packed = Packed {
         done: 0,
         total,
@@ -62,25 +66,6 @@ pub fn write(
     }
     task.finish(result.is_ok());
     result
-}
-
-/// The bytes of the regular files at or below `path` (links not followed).
-fn bytes_below(path: &Path) -> u64 {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return 0;
-    };
-    if meta.is_dir() {
-        std::fs::read_dir(path)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| bytes_below(&e.path()))
-            .sum()
-    } else if meta.is_file() {
-        meta.len()
-    } else {
-        0
-    }
 }
 
 /// How far the packing is.

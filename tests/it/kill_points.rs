@@ -23,7 +23,7 @@ use crate::common::{World, text};
 
 /// fixture-cext (depending on fixture-pure) and fixture-pure installed at 1.0.0; the recipes and
 /// packages then say fixture-pure 2.0.0 and fixture-cext 1.1.0.
-fn two_steps_pending() -> World {
+pub(crate) fn two_steps_pending() -> World {
     let w = World::new();
     w.install_ok("fixture-cext");
     w.install_ok("fixture-pure");

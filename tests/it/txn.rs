@@ -55,30 +55,11 @@ fn two_kilns_with_different_caches_on_one_environment_exclude_each_other() {
     assert_eq!(version(&w), "2.0.0");
 }
 
-/// fixture-cext depends on fixture-pure, both installed at 1.0.0; then fixture-pure's
-/// pending 2.0.0 installs first and fixture-cext's rebuild fails to compile.
+/// The two pending steps of `kill_points` (fixture-pure 2.0.0, then fixture-cext 1.1.0, which
+/// depends on it); fixture-cext's rebuild fails to compile.
 fn two_steps_the_second_failing() -> World {
-    let w = World::new();
-    w.install_ok("fixture-cext");
-    w.install_ok("fixture-pure");
-    w.edit(
-        "recipes/fixture-cext.toml",
-        "[verify]",
-        "[depends]\nfixture-pure = \">=1.0\"\n\n[verify]",
-    );
-    w.edit("packages/kiln-fixture-pure/pyproject.toml", "1.0.0", "2.0.0");
-    w.edit(
-        "recipes/fixture-pure.toml",
-        "version = \"1.0.0\"",
-        "version = \"2.0.0\"",
-    );
+    let w = crate::kill_points::two_steps_pending();
     // fixture-cext 1.1.0 does not compile.
-    w.edit("packages/kiln-fixture-cext/pyproject.toml", "1.0.0", "1.1.0");
-    w.edit(
-        "recipes/fixture-cext.toml",
-        "version = \"1.0.0\"",
-        "version = \"1.1.0\"",
-    );
     w.edit(
         "packages/kiln-fixture-cext/kiln_fixture_cext/_speedups.c",
         "return PyLong_FromLong(a + b);",
