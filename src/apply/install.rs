@@ -1,6 +1,6 @@
 //! Installing wheels into the target environment, and putting it back exactly as it was when a
-//! step fails: before kiln replaces a distribution it copies every file its `RECORD` lists; on
-//! failure it uninstalls what it installed and copies those files back.
+//! step fails: before kiln replaces a distribution it backs up every file its `RECORD` lists
+//! (`crate::store::backup`); on failure it uninstalls what it installed and copies those back.
 //!
 //! Installs and build requirements go through `uv pip`: uv on PATH, else the uv kiln brings from
 //! its PyPI wheel (pinned below by version and sha256) into `<cache>/tools/uv-<v>/uv`; `python -m
@@ -9,7 +9,7 @@
 //! downloads do) and is given pip's index variables when only those are set. kiln never edits
 //! site-packages itself except to restore a backup. Offline, a local directory of wheels (the
 //! wheelhouse a bundle brings) is the only place third-party wheels come from. A kiln killed
-//! between backup and proof is put back by the next one, from the journal (`super::journal`).
+//! between backup and proof is put back by the next one, from the journal (`crate::store::journal`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! One run, one transaction: before the run first changes the environment it takes a snapshot
-//! of it (`crate::store::snapshot`) and opens the install journal (`super::journal`); each step
+//! of it (`crate::store::snapshot`) and opens the install journal (`crate::store::journal`); each step
 //! writes itself into the journal before it installs. When a step fails, or the run is
 //! interrupted, the environment is put back as the snapshot has it: the steps the run proved
 //! before are rolled back too, with every dependency the run added or upgraded and whatever a
