@@ -269,6 +269,18 @@ pub fn cached_download(
             what: NotCached::Sdist { url: url.into(), dir },
         });
     }
+    // Two kilns on one cache fetch one source in turn: the second finds the first's file.
+    let lock = crate::store::locks::source_lock(cache, sha256);
+    let _held = crate::store::locks::take(&lock, "the source download", true, |_| {}).map_err(|e| SourceError::Io {
+        context: format!("cannot lock {}", lock.display()),
+        source: match e {
+            crate::store::locks::LockError::Io { error, .. } => error,
+            busy => std::io::Error::other(busy.to_string()),
+        },
+    })?;
+    if dest.is_file() && sha256_file(&dest)? == sha256 {
+        return Ok(dest);
+    }
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let partial = dir.join(format!("{file_name}.part"));
     // A local file is copied whole; a download resumes what an earlier run left in `partial`.

@@ -8,7 +8,8 @@
 //! `python` is a link to the same binary), so two kilns with different `--cache-dir` on one venv
 //! exclude each other. Only where the prefix cannot be written (a system Python kiln may only
 //! read) does the lock fall back to the cache, `locks/env-<key>.lock` (the key a hash of the
-//! prefix). A wheel-cache entry being built has `locks/wheel-<cache key>.lock` in the cache.
+//! prefix). A wheel-cache entry being built has `locks/wheel-<cache key>.lock` in the cache, a
+//! source being downloaded `locks/source-<sha256>.lock`.
 //! Each holds who holds it ([`Holder`]: pid, command line, since when), written once the lock is
 //! taken, so that a kiln that has to wait can say for whom.
 //!
@@ -114,6 +115,12 @@ fn writable(dir: &Path) -> bool {
 /// The lock file of the wheel-cache entry `key`.
 pub fn entry_lock(cache: &Path, key: &str) -> PathBuf {
     cache.join("locks").join(format!("wheel-{key}.lock"))
+}
+
+/// The lock file of the source download `sha256` (`sources/<sha256>/`): one kiln downloads
+/// it, another waits and then finds it whole.
+pub fn source_lock(cache: &Path, sha256: &str) -> PathBuf {
+    cache.join("locks").join(format!("source-{sha256}.lock"))
 }
 
 /// The holder written in a lock file (`None` while it is being written or when unreadable).

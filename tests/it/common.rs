@@ -207,6 +207,11 @@ impl World {
         self.kiln_std_on(&self.recipes, &self.python, &self.cache)
     }
 
+    /// [`World::kiln_for`] as a plain `std::process::Command` (to run several at once).
+    pub fn kiln_std_for(&self, python: &Path) -> StdCommand {
+        self.kiln_std_on(&self.recipes, python, &self.cache)
+    }
+
     fn kiln_std_on(&self, recipes: &Path, python: &Path, cache: &Path) -> StdCommand {
         give_uv(cache);
         let mut c = kiln_bare_std();

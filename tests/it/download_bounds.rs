@@ -3,7 +3,8 @@
 //! (`KILN_DOWNLOAD_DEADLINE`), one that sends without end by the size cap
 //! (`KILN_DOWNLOAD_MAX_BYTES`), and a partial file from an earlier run is resumed only when the
 //! server answers its range with a 206 from where it ends; otherwise it is discarded and the
-//! install succeeds.
+//! install succeeds. Two kilns on one cache fetching one source take turns: the second finds
+//! the first's file.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -24,6 +25,8 @@ enum Mode {
     Honest,
     /// Answers every `Range` with a 206 of the whole file.
     WrongRange,
+    /// Sends the whole file in 20 pieces, 100 ms apart.
+    Slow,
 }
 
 /// Serves `body` (as `mode` says) on loopback until the test ends; returns the URL of the file
@@ -103,6 +106,17 @@ fn answer(mut stream: TcpStream, mode: Mode, body: &[u8], seen: &Mutex<Vec<Strin
                 body.len()
             );
             stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body))
+        }
+        (Mode::Slow, _) => {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = stream.write_all(head.as_bytes());
+            for piece in body.chunks(body.len().div_ceil(20)) {
+                std::thread::sleep(Duration::from_millis(100));
+                if stream.write_all(piece).is_err() {
+                    break;
+                }
+            }
+            Ok(())
         }
         (_, _) => {
             let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
@@ -218,4 +232,30 @@ fn a_partial_file_is_resumed_only_from_a_206_where_it_ends_and_otherwise_discard
         }
         assert!(w.py("import kiln_fixture_pure").is_ok(), "case {i}");
     }
+}
+
+#[test]
+fn two_kilns_on_one_cache_fetch_one_source_once_and_both_install() {
+    let w = World::new();
+    let (tarball, sha) = w.sdist("kiln-fixture-pure");
+    let (url, ranges) = serve(Mode::Slow, std::fs::read(&tarball).unwrap());
+    w.use_source("fixture-pure", &format!("sdist = \"{url}\"\nsha256 = \"{sha}\""));
+    let other = crate::common::venv(&w.dir.path().join("other"));
+    // Two processes at once: the download takes about two seconds, so they overlap.
+    let mut first = w.kiln_std();
+    first.args(["install", "fixture-pure"]);
+    let mut second = w.kiln_std_for(&other);
+    second.args(["install", "fixture-pure"]);
+    let a = first.spawn().unwrap();
+    let b = second.spawn().unwrap();
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert!(b.status.success(), "{}", text(&b.stderr));
+    assert_eq!(
+        ranges.lock().unwrap().len(),
+        1,
+        "one download, the other kiln found it whole"
+    );
+    assert_eq!(partial_files(&w), Vec::<PathBuf>::new());
+    assert!(w.py("import kiln_fixture_pure").is_ok());
 }
