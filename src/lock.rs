@@ -297,8 +297,9 @@ impl std::fmt::Display for Difference {
 }
 
 /// Every field in which `found` (what is installed now, by component) differs from the lock;
-/// with `other_archs` (the install targeted other archs on purpose) the archs only as a note.
-pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>, other_archs: bool) -> Vec<Difference> {
+/// with `targeted` (the install targeted other archs than the lock's on purpose, `--arch`) a
+/// component built for exactly those archs differs in its archs only as a note.
+pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>, targeted: Option<&[Arch]>) -> Vec<Difference> {
     let mut out = Vec::new();
     fn text<T: ToString>(v: &[T]) -> String {
         if v.is_empty() {
@@ -333,7 +334,8 @@ pub fn differences(lock: &Lock, found: &BTreeMap<String, Locked>, other_archs: b
         if lock.environment.planned_for.is_some() {
             continue;
         }
-        diff("archs", text(&want.archs), text(&have.archs), other_archs);
+        let as_targeted = targeted.is_some_and(|t| text(t) == text(&have.archs));
+        diff("archs", text(&want.archs), text(&have.archs), as_targeted);
         diff("cuda", opt(&want.cuda), opt(&have.cuda), false);
         let against =
             |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join("; ");

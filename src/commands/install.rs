@@ -330,7 +330,10 @@ pub fn run_locked(
         Some(after) => after,
         None => open(&probed_again, &pinned)?,
     };
-    let (compared, differences) = after.compare(&lock, from == locked::ArchsFrom::Overridden);
+    let targeted = (from == locked::ArchsFrom::Overridden)
+        .then_some(settings.archs.as_deref())
+        .flatten();
+    let (compared, differences) = after.compare(&lock, targeted);
     let failed = differences.iter().any(|d| !d.note_only);
     if settings.json {
         let check = LockCheck {

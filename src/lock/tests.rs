@@ -100,18 +100,46 @@ fn hostile_values_are_refused_at_their_line() {
 fn differences_name_each_field_and_a_rebuilt_wheel_is_only_a_note() {
     let lock = sample();
     let mut have = lock.components[0].clone();
-    assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into(), false).is_empty());
+    assert!(differences(&lock, &[("flashinfer".to_string(), have.clone())].into(), None).is_empty());
     have.wheel_sha256 = Some("0f".repeat(32));
     have.built_against.insert("torch".into(), "2.11.0+cu130".into());
-    let d = differences(&lock, &[("flashinfer".to_string(), have)].into(), false);
+    let d = differences(&lock, &[("flashinfer".to_string(), have)].into(), None);
     let fields: Vec<(&str, bool)> = d.iter().map(|d| (d.field, d.note_only)).collect();
     assert_eq!(fields, [("built against", false), ("wheel sha256", true)]);
     assert_eq!(
         d[0].to_string(),
         "flashinfer built against: the lock has torch 2.14.1+cu130, the environment has torch 2.11.0+cu130"
     );
-    let d = differences(&lock, &BTreeMap::new(), false);
+    let d = differences(&lock, &BTreeMap::new(), None);
     assert_eq!(d[0].found, "nothing installed");
+}
+
+/// `--arch` over the lock's: a component built for the archs asked for differs only in a note;
+/// one left for the lock's archs, or built for others still, is a difference.
+#[test]
+fn other_archs_are_a_note_only_where_they_are_the_ones_asked_for() {
+    let lock = sample();
+    let asked: Vec<Arch> = vec!["9.0".parse().unwrap()];
+    let mut have = lock.components[0].clone();
+    assert_ne!(have.archs, asked, "the sample is locked for other archs");
+    have.archs = asked.clone();
+    let found: BTreeMap<_, _> = [("flashinfer".to_string(), have.clone())].into();
+    let d = differences(&lock, &found, Some(&asked));
+    assert_eq!(
+        d.iter().map(|d| (d.field, d.note_only)).collect::<Vec<_>>(),
+        [("archs", true)]
+    );
+    assert!(
+        !differences(&lock, &found, None)[0].note_only,
+        "not asked for: a failure"
+    );
+    have.archs = vec!["8.0".parse().unwrap()];
+    let found: BTreeMap<_, _> = [("flashinfer".to_string(), have)].into();
+    let d = differences(&lock, &found, Some(&asked));
+    assert_eq!(
+        d.iter().map(|d| (d.field, d.note_only)).collect::<Vec<_>>(),
+        [("archs", false)]
+    );
 }
 
 /// An earlier kiln recorded a prebuilt wheel's install with the wheel's own hash as an sdist
@@ -137,7 +165,7 @@ fn a_prebuilt_wheel_is_locked_and_pinned_as_a_wheel() {
         ..sample()
     };
     let found = [(c.name.clone(), have)].into();
-    assert!(differences(&lock, &found, false).is_empty());
+    assert!(differences(&lock, &found, None).is_empty());
 
     let mut entry = VersionEntry::bare("0.7.4".parse().unwrap(), None);
     let mut problems = Vec::new();

@@ -395,10 +395,15 @@ pub fn locked_archs(
         ),
         ArchsFrom::Overridden => {
             let locked: Vec<String> = locked.iter().map(|a| a.to_string()).collect();
-            println!(
-                "target {list} (--arch), not the lock's {}: what was built for those is built again for {list}, and {lock} is reproduced in all but its archs",
-                locked.join(", ")
-            )
+            if locked.is_empty() {
+                // A lock of no arch (only pure-Python or `installed` components).
+                println!("target {list} (--arch; {lock} names no archs)")
+            } else {
+                println!(
+                    "target {list} (--arch), not the lock's {}: what was built for those is built again for {list}, and {lock} is reproduced in all but its archs",
+                    locked.join(", ")
+                )
+            }
         }
         ArchsFrom::Gpus => println!("target: the GPUs found ({lock} names no archs)"),
     }

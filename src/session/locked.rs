@@ -278,8 +278,9 @@ impl Session {
 
     /// The part of the lock in this session's scope (named targets reproduce part of it: those
     /// and what they need), how many components that is, and each field that differs; with
-    /// `other_archs` (`--arch` over the lock's) a difference of archs is a note, not a failure.
-    pub fn compare(&self, lock: &Lock, other_archs: bool) -> (usize, Vec<Difference>) {
+    /// `targeted` (`--arch` over the lock's) a component built for those archs differs in its
+    /// archs only as a note.
+    pub fn compare(&self, lock: &Lock, targeted: Option<&[Arch]>) -> (usize, Vec<Difference>) {
         let found: BTreeMap<String, Locked> = lock
             .components
             .iter()
@@ -287,6 +288,6 @@ impl Session {
             .collect();
         let mut part = lock.clone();
         part.components.retain(|c| self.scope.iter().any(|(n, _)| *n == c.name));
-        (part.components.len(), lock::differences(&part, &found, other_archs))
+        (part.components.len(), lock::differences(&part, &found, targeted))
     }
 }
