@@ -23,6 +23,12 @@
 #   bench/h200/serve.sh wait ENGINE|aot [SECS]  until it is done: its log, the AOT compile's progress
 #   bench/h200/serve.sh doctor ENGINE ARCH
 #   bench/h200/serve.sh diagnose ENGINE   where the serving proof did not pass: run it by hand
+#   bench/h200/serve.sh locked ENGINE LOCK  a lock kiln wrote on an earlier machine (its proven
+#                                         kiln.lock, in docs/gpu-proof/), reproduced on this one:
+#                                         the bundle seeds the cache (install --bundle --dry-run
+#                                         changes no environment), then install --locked
+#                                         --offline of LOCK into a fresh copy of the torch
+#                                         environment
 #   bench/h200/serve.sh relock            kiln lock of the SGLang environment, then
 #                                         install --locked --offline of that lock into a fresh
 #                                         copy of the torch environment, and doctor there
@@ -160,6 +166,17 @@ doctor)
 diagnose)
   diagnose "$(env_of "$2")/bin/python3" "$2"
   ;;
+locked)
+  engine=$2 lock=$(realpath "$3")
+  first=$(ls "$PARTS/$engine".tar.*-of-* | sort -V | head -1)
+  step "the bundle into the cache: kiln install --bundle --dry-run (no environment changes)"
+  mkdir -p /tmp/seed && cd /tmp/seed
+  timed k "$FRESH_ENV/bin/python3" install --bundle "$first" --dry-run 2>&1 | tail -5
+  step "kiln install --locked $lock --offline into a fresh copy of the torch environment"
+  mkdir -p /tmp/locked && cd /tmp/locked && cp "$lock" kiln.lock
+  timed k "$FRESH_ENV/bin/python3" install --locked --offline 2>&1 | tee "$OUT/install-locked-$engine.log" | grep -v '^kiln:' | tail -40
+  "$FRESH_ENV/bin/python3" -m pip list 2>/dev/null | grep -i -E '^(sglang|flashinfer|nvidia-cutlass-dsl |torch |vllm)'
+  ;;
 relock)
   step "kiln lock of the SGLang environment"
   mkdir -p /tmp/relock && cd /tmp/relock
@@ -172,7 +189,7 @@ relock)
     <("$FRESH_ENV/bin/python3" -m pip list --format=freeze 2>/dev/null) && echo "same distributions and versions"
   ;;
 *)
-  echo "usage: $0 carry | install ENGINE | start ENGINE [ARGS] | aot ENGINE [ARGS] | wait ENGINE|aot [SECS] | doctor ENGINE ARCH | diagnose ENGINE | relock" >&2
+  echo "usage: $0 carry | install ENGINE | start ENGINE [ARGS] | aot ENGINE [ARGS] | wait ENGINE|aot [SECS] | doctor ENGINE ARCH | diagnose ENGINE | locked ENGINE LOCK | relock" >&2
   exit 2
   ;;
 esac

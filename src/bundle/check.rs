@@ -15,11 +15,13 @@
 //! and why, before anything moves into the cache.
 //!
 //! A `wheelhouse/` wheel may come in only when its METADATA says the distribution and version
-//! its file name says, and, when that distribution is one a recipe installs (torch,
-//! flashinfer, ...), only at the version the lock names for that component: the wheelhouse is
-//! shared by later offline installs, so a bundle may not bring another version of a component
-//! under a third-party name or beside its own. A third-party wheel is taken as what it says
-//! it is (nothing trusted names its hash); RELIABILITY.md says so.
+//! its file name says, and, when that distribution is one a component of the lock installs
+//! (torch, flashinfer, ...), only at the version the lock names for that component: the
+//! wheelhouse is shared by later offline installs, so a bundle may not bring another version
+//! of a locked component under a third-party name or beside its own. A distribution some
+//! recipe manages but the lock does not name is a dependency the locked components need (as
+//! SGLang 0.5.11 needs flash-attn-4 4.0.0b15), and comes in as third-party. A third-party wheel
+//! is taken as what it says it is (nothing trusted names its hash); RELIABILITY.md says so.
 //!
 //! An `aot/<key>` entry may come in only when its `manifest.json` files it under that key
 //! (its `base` and toolkit hash to it), names a component at the version the lock names,
@@ -259,11 +261,16 @@ fn house_wheel(dir: &Path, name: &str, rel: &Path, lock: &Lock, set: &RecipeSet)
     };
     let public = parsed.version.clone().without_local();
     let locked = lock.components.iter().find(|c| c.name == recipe.name);
-    let same = locked.is_some_and(|c| {
-        c.public_version()
-            .parse::<pep440_rs::Version>()
-            .is_ok_and(|v| v.without_local() == public)
-    });
+    // A component the lock does not name is, here, a dependency of one it names (SGLang
+    // 0.5.11's wheel requires flash-attn-4 4.0.0b15, which kiln does not manage for it): a
+    // third-party wheel like any other.
+    let Some(locked) = locked else {
+        return Ok(());
+    };
+    let same = locked
+        .public_version()
+        .parse::<pep440_rs::Version>()
+        .is_ok_and(|v| v.without_local() == public);
     if same {
         return Ok(());
     }
@@ -271,7 +278,7 @@ fn house_wheel(dir: &Path, name: &str, rel: &Path, lock: &Lock, set: &RecipeSet)
         dist: shown::text(&parsed.name),
         version: shown::text(&version),
         component: recipe.name.clone(),
-        locked: locked.map_or_else(|| "no version of it".into(), |c| shown::text(&c.version)),
+        locked: shown::text(&locked.version),
     })
 }
 

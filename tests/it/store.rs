@@ -390,8 +390,9 @@ fn wheel_of(w: &World, dist: &str, version: &str) -> PathBuf {
 /// version its lock does not name, or holding a file its manifest does not name, is refused
 /// before anything moves into the cache, moved aside and never used; a well-formed one for a
 /// locked component comes in. Its wheelhouse, which later offline installs share, may hold
-/// no wheel that is not what its file name says, and no version of a kiln component other
-/// than the locked one.
+/// no wheel that is not what its file name says, and no version of a locked component other
+/// than the locked one; a wheel of a component the lock does not name is a dependency (SGLang
+/// 0.5.11's flash-attn-4 4.0.0b15, which refused the real bundle) and comes in.
 #[test]
 fn a_bundle_cannot_plant_a_compiled_module_or_a_component_wheel_outside_its_key_and_lock() {
     let w = World::new();
@@ -428,11 +429,13 @@ fn a_bundle_cannot_plant_a_compiled_module_or_a_component_wheel_outside_its_key_
     };
     let outside = format!("../../../../../../..{}", escaped.display());
     let disguised = wheel_of(&w, "kiln-fixture-pure", "1.0.0");
-    let other_version = wheel_of(&w, "kiln-fixture-cext", "9.0.0");
+    let other_version = wheel_of(&w, "kiln-fixture-pure", "9.0.0");
     let house = |d: &Path, wheel: &Path, name: &str| {
         std::fs::create_dir_all(d.join("wheelhouse")).unwrap();
         std::fs::copy(wheel, d.join("wheelhouse").join(name)).unwrap();
     };
+    let locked_other =
+        format!("which kiln installs as its component fixture-pure: the lock names fixture-pure {version}");
     let house_cases: [Case; 2] = [
         (
             "house-disguise",
@@ -441,8 +444,8 @@ fn a_bundle_cannot_plant_a_compiled_module_or_a_component_wheel_outside_its_key_
         ),
         (
             "house-component",
-            Box::new(|d: &Path| house(d, &other_version, "kiln_fixture_cext-9.0.0-py3-none-any.whl")),
-            "which kiln installs as its component fixture-cext: the lock names fixture-cext no version of it",
+            Box::new(|d: &Path| house(d, &other_version, "kiln_fixture_pure-9.0.0-py3-none-any.whl")),
+            &locked_other,
         ),
     ];
     for (case, edit, says) in house_cases {
@@ -458,6 +461,18 @@ fn a_bundle_cannot_plant_a_compiled_module_or_a_component_wheel_outside_its_key_
         assert!(err.contains(says), "{case}: {err}");
         assert!(!cache.join("wheelhouse").exists(), "{case}: a wheel came in");
     }
+    // A component the lock does not name: a dependency, taken as third-party.
+    let dependency = wheel_of(&w, "kiln-fixture-cext", "9.0.0");
+    let (out, cache) = install("house-dependency", &|d: &Path| {
+        house(d, &dependency, "kiln_fixture_cext-9.0.0-py3-none-any.whl")
+    });
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        cache
+            .join("wheelhouse")
+            .join("kiln_fixture_cext-9.0.0-py3-none-any.whl")
+            .is_file()
+    );
     let cases: [Case; 4] = [
         (
             "leaves",
