@@ -30,6 +30,7 @@ pub mod guarded;
 pub mod inputs;
 pub mod install;
 pub mod memory;
+pub mod overlay;
 pub mod owned;
 pub mod prebuilt;
 pub mod progress;
@@ -185,6 +186,8 @@ pub struct Context<'a> {
     /// `--keep-done`: a proven step stays when a later one fails (else the run is one
     /// transaction, [`txn`]).
     pub keep_done: bool,
+    /// Build requirements installed once per set for the run's builds.
+    pub overlays: overlay::Shared,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any

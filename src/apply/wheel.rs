@@ -82,7 +82,7 @@ impl WheelJob<'_> {
         values.front_end = front_end.display().to_string();
         values.compile_cache = compile_cache;
         values.inputs = self.inputs.clone();
-        self.build_requires(&values)?;
+        self.build_requires(&mut values)?;
         if let Some(manifest) = &self.spec.cargo_manifest {
             self.cargo_metadata(manifest)?;
         }
@@ -162,23 +162,45 @@ impl WheelJob<'_> {
         let _ = super::memory::record(&self.cx.cache, &m);
     }
 
-    /// Installs the build requirements into the overlay the spec's environment points at.
-    fn build_requires(&self, values: &RunValues) -> Result<(), BuildFailure> {
+    /// Installs the build requirements into the overlay the spec's environment points at: the
+    /// run's shared one for this set where another build installed it ([`super::overlay`]),
+    /// unless the build's commands name `{overlay}`.
+    fn build_requires(&self, values: &mut RunValues) -> Result<(), BuildFailure> {
         if self.spec.requires.is_empty() {
             return Ok(());
         }
         if let Some(why) = self.cx.installer.fallback() {
             self.reporter.warning(self.step, why);
         }
-        let detail = format!("{} ({})", self.spec.requires.join(" "), self.cx.installer.name());
-        self.reporter.phase(self.step, Phase::BuildRequires, &detail);
-        let c = self
+        let how = self.cx.installer.name();
+        let detail = format!("{} ({how})", self.spec.requires.join(" "));
+        let install = |dir: &Path| {
+            self.reporter.phase(self.step, Phase::BuildRequires, &detail);
+            let c = self
+                .cx
+                .installer
+                .install_target(&self.cx.python, &self.spec.requires, dir);
+            self.bounded(c)
+                .run_logged(&self.log(Phase::BuildRequires))
+                .map_err(|e| self.command_failed(Phase::BuildRequires, e))
+        };
+        if self.spec.names_overlay() {
+            return install(Path::new(&values.overlay));
+        }
+        let identity = format!("{how} {}", self.cx.python.display());
+        match self
             .cx
-            .installer
-            .install_target(&self.cx.python, &self.spec.requires, Path::new(&values.overlay));
-        self.bounded(c)
-            .run_logged(&self.log(Phase::BuildRequires))
-            .map_err(|e| self.command_failed(Phase::BuildRequires, e))
+            .overlays
+            .get(&self.spec.requires, &identity, &self.step.name, install)?
+        {
+            super::overlay::Overlay::Made(dir) => values.overlay = dir.display().to_string(),
+            super::overlay::Overlay::Installed { dir, by } => {
+                let shared = format!("{} (installed by {by} in this run)", self.spec.requires.join(" "));
+                self.reporter.phase(self.step, Phase::BuildRequires, &shared);
+                values.overlay = dir.display().to_string();
+            }
+        }
+        Ok(())
     }
 
     /// Reads the Rust crate at `manifest` with `cargo metadata`, logged and within a time limit;
