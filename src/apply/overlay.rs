@@ -79,6 +79,16 @@ impl Drop for Shared {
     }
 }
 
+/// Whether a command of `spec` names `{overlay}` (and so may write there).
+pub fn named_by(spec: &crate::resolve::spec::BuildSpec) -> bool {
+    use crate::resolve::spec::Piece;
+    spec.prepare
+        .iter()
+        .flatten()
+        .chain(&spec.wheel)
+        .any(|a| a.0.iter().any(|p| matches!(p, Piece::Overlay)))
+}
+
 /// A requirement set's name: the requirements in order, with how they are installed.
 fn key(requires: &[String], how: &str) -> String {
     let mut sorted: Vec<&str> = requires.iter().map(String::as_str).collect();

@@ -184,7 +184,7 @@ impl WheelJob<'_> {
                 .run_logged(&self.log(Phase::BuildRequires))
                 .map_err(|e| self.command_failed(Phase::BuildRequires, e))
         };
-        if self.spec.names_overlay() {
+        if super::overlay::named_by(self.spec) {
             return install(Path::new(&values.overlay));
         }
         let identity = format!("{how} {}", self.cx.python.display());

@@ -166,17 +166,6 @@ pub struct BuildSpec {
     pub tools: Vec<super::tools::Brought>,
 }
 
-impl BuildSpec {
-    /// Whether a command of the build names `{overlay}` (and so may write there).
-    pub fn names_overlay(&self) -> bool {
-        self.prepare
-            .iter()
-            .flatten()
-            .chain(&self.wheel)
-            .any(|a| a.0.iter().any(|p| matches!(p, Piece::Overlay)))
-    }
-}
-
 /// Why a step's build cannot be rendered on this machine.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
