@@ -3,7 +3,7 @@
 # `kiln install --jobs 1` against the ideal schedule of their compile steps
 # (bench/overhead/bench.py, the same packages and rules as on the connected machine). The
 # machine has no network, so the one build requirement (setuptools) comes from a carried
-# wheelhouse through uv's own settings (UV_NO_INDEX, UV_FIND_LINKS), and kiln's uv is the carried
+# wheelhouse through uv's own settings (UV_OFFLINE, UV_FIND_LINKS; uv 0.13.9 ignored UV_NO_INDEX there and went to PyPI), and kiln's uv is the carried
 # binary linked into each fresh cache, as bench.py does everywhere.
 #
 # usage: bench/h200/overhead.sh DIR   (DIR holds `uv` and `wh/setuptools-*.whl`; carried as .dev/uv)
@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/uv-0.13.9
 cp "$D/uv" /tmp/uv-0.13.9/uv && chmod +x /tmp/uv-0.13.9/uv
 mkdir -p /tmp/wh && cp "$D"/wh/*.whl /tmp/wh/
-export UV_NO_INDEX=1 UV_FIND_LINKS=/tmp/wh
+export UV_OFFLINE=1 UV_FIND_LINKS=/tmp/wh
 export BENCH_PYTHON=${BENCH_PYTHON:-/opt/torch/.venv/bin/python3}
 nproc
 uptime

@@ -10,19 +10,23 @@
 //! whose they are) and go when the run ends.
 //!
 //! It owns only where overlays are and which build installs one; installing is the
-//! installer's ([`super::install::Installer::install_target`]).
+//! installer's ([`super::install::Installer::install_target`]). It deliberately ignores
+//! sharing across runs (each run resolves its requirements afresh, as before) and a failed
+//! build's overlay after the run (it goes with the others; the step's log names what was
+//! installed).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use sha2::{Digest, Sha256};
+/// One set's overlay once installed, with the step that installed it.
+type Slot = Arc<Mutex<Option<(PathBuf, String)>>>;
 
 /// The run's shared overlays, by requirement set.
 #[derive(Debug)]
 pub struct Shared {
     dir: PathBuf,
-    sets: Mutex<BTreeMap<String, Arc<Mutex<Option<PathBuf>>>>>,
+    sets: Mutex<BTreeMap<String, Slot>>,
 }
 
 /// Which overlay a build uses.
@@ -60,15 +64,16 @@ impl Shared {
             sets.entry(key.clone()).or_default().clone()
         };
         let mut made = slot.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(dir) = made.as_ref() {
-            let by = std::fs::read_to_string(dir.with_extension("by")).unwrap_or_default();
-            return Ok(Overlay::Installed { dir: dir.clone(), by });
+        if let Some((dir, by)) = made.as_ref() {
+            return Ok(Overlay::Installed {
+                dir: dir.clone(),
+                by: by.clone(),
+            });
         }
         let dir = self.dir.join(&key);
         let _ = std::fs::remove_dir_all(&dir);
         install(&dir)?;
-        let _ = std::fs::write(dir.with_extension("by"), step);
-        *made = Some(dir.clone());
+        *made = Some((dir.clone(), step.to_string()));
         Ok(Overlay::Made(dir))
     }
 }
@@ -91,16 +96,11 @@ pub fn named_by(spec: &crate::resolve::spec::BuildSpec) -> bool {
 
 /// A requirement set's name: the requirements in order, with how they are installed.
 fn key(requires: &[String], how: &str) -> String {
-    let mut sorted: Vec<&str> = requires.iter().map(String::as_str).collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut h = Sha256::new();
-    h.update(how.as_bytes());
-    for r in sorted {
-        h.update(b"\0");
-        h.update(r.as_bytes());
-    }
-    hex::encode(&h.finalize()[..12])
+    let mut parts: Vec<&str> = requires.iter().map(String::as_str).collect();
+    parts.sort_unstable();
+    parts.dedup();
+    parts.insert(0, how);
+    crate::store::aot::hash(&parts)
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ pub enum HouseUnbound {
     #[error("is not what its name says: {0}")]
     Contents(crate::store::wheel::Mismatch),
     #[error(
-        "is {dist} {version}, which kiln installs as its component {component}: the lock names {component} {locked}, and a bundle brings no other version"
+        "is {dist} {version}, which kiln installs as its component {component}: the lock names {component} {locked}, and a bundle brings no other version; make the bundle again from its lock with `kiln bundle --lock`, which brings only that one"
     )]
     Component {
         dist: String,
