@@ -3,8 +3,9 @@
 # `kiln install --jobs 1` against the ideal schedule of their compile steps
 # (bench/overhead/bench.py, the same packages and rules as on the connected machine). The
 # machine has no network, so the one build requirement (setuptools) comes from a carried
-# wheelhouse through uv's own settings (UV_OFFLINE, UV_FIND_LINKS; uv 0.13.9 ignored UV_NO_INDEX there and went to PyPI), and kiln's uv is the carried
-# binary linked into each fresh cache, as bench.py does everywhere.
+# wheelhouse through uv's own settings (UV_OFFLINE, UV_FIND_LINKS; with UV_NO_INDEX instead, uv
+# 0.13.9 went to PyPI there), and kiln's uv is the carried binary linked into each fresh cache, as
+# bench.py does everywhere.
 #
 # usage: bench/h200/overhead.sh DIR   (DIR holds `uv` and `wh/setuptools-*.whl`; carried as .dev/uv)
 set -u
