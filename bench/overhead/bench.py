@@ -11,7 +11,9 @@ Each package's setup.py times its own compile (the build_ext of its one extensio
 those measured compile durations, scheduled longest first on P = the CPUs kiln sees (each build
 runs one job), i.e. the critical path of the compile steps given the CPUs; the ratio is kiln's
 wall time (the whole `kiln install`, from start to exit, fetch/build requirements/install/verify
-included) over that ideal. Every run starts from a fresh venv (Python 3.12: no setuptools in
+included) over that ideal. A second ideal takes the whole build_wheel hook of each package
+(setuptools' own work around the compile, timed by an in-tree backend wrapping setuptools') in
+place of the compile alone: the ratio to it is what kiln adds to the builds themselves. Every run starts from a fresh venv (Python 3.12: no setuptools in
 it, so the build requirement `setuptools>=68` goes into kiln's overlay) and a fresh kiln cache
 (no wheel-cache hits); pip's and uv's own caches stay warm (a warm-up run per binary first), and
 kiln's uv is linked into each fresh cache (as after kiln's first run brought it), so the
@@ -50,7 +52,8 @@ setup(cmdclass={"build_ext": timed}, ext_modules=[Extension("kiln_bench_{i}._wor
 
 PYPROJECT = '''[build-system]
 requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
+build-backend = "timed_backend"
+backend-path = ["."]
 
 [project]
 name = "kiln-bench-{i}"
@@ -58,6 +61,21 @@ version = "1.0.0"
 
 [tool.setuptools]
 packages = ["kiln_bench_{i}"]
+'''
+
+# setuptools' own backend, timed: the whole build_wheel hook (setuptools' egg_info, build_py,
+# build_ext, bdist_wheel), the part of a build no front end can take away.
+BACKEND = '''import time
+from setuptools import build_meta as _b
+from setuptools.build_meta import *  # noqa: F401,F403
+
+
+def build_wheel(*args, **kwargs):
+    start = time.time()
+    try:
+        return _b.build_wheel(*args, **kwargs)
+    finally:
+        print("KILN_BENCH_BUILD %f %f" % (start, time.time()), flush=True)
 '''
 
 RECIPE = '''[package]
@@ -101,6 +119,7 @@ def make_world(root, n):
         os.makedirs(os.path.join(pkg, f"kiln_bench_{i}"), exist_ok=True)
         open(os.path.join(pkg, "setup.py"), "w").write(SETUP.replace("{i}", str(i)))
         open(os.path.join(pkg, "pyproject.toml"), "w").write(PYPROJECT.replace("{i}", str(i)))
+        open(os.path.join(pkg, "timed_backend.py"), "w").write(BACKEND)
         open(os.path.join(pkg, f"kiln_bench_{i}", "__init__.py"), "w").write("")
         open(os.path.join(pkg, f"kiln_bench_{i}", "_work.c"), "w").write(work_c(i))
         os.makedirs(os.path.join(root, "recipes"), exist_ok=True)
@@ -133,20 +152,22 @@ def run_once(kiln, root, n, uv, cpus):
         wall = time.monotonic() - start
         if out.returncode != 0:
             sys.exit(f"{kiln} failed:\n{out.stderr[-3000:]}")
-        compiles = []
+        compiles, builds = [], []
         logs = os.path.join(cache, "logs")
         run_dir = os.path.join(logs, os.listdir(logs)[0])
         for i in range(n):
             text = open(os.path.join(run_dir, f"bench-{i}.wheel.log")).read()
             s, e = map(float, re.findall(r"KILN_BENCH_COMPILE (\S+) (\S+)", text)[-1])
             compiles.append(e - s)
+            s, e = map(float, re.findall(r"KILN_BENCH_BUILD (\S+) (\S+)", text)[-1])
+            builds.append(e - s)
         phases = {}
         events = [json.loads(l) for l in open(os.path.join(run_dir, "events.jsonl"))]
         for i in range(n):
             mine = [e for e in events if e["step"] == f"bench-{i}" and e["kind"] in ("phase", "finished")]
             for a, b in zip(mine, mine[1:]):
                 phases.setdefault(a["phase"], []).append(b["t"] - a["t"])
-        return wall, compiles, phases
+        return wall, compiles, builds, phases
 
 
 def main():
@@ -168,16 +189,18 @@ def main():
     for n in ns:
         for r in range(a.repeat):
             for name, k in kilns:
-                wall, compiles, phases = run_once(k, root, n, a.uv, a.cpus)
+                wall, compiles, builds, phases = run_once(k, root, n, a.uv, a.cpus)
                 best = ideal(compiles, a.cpus)
+                whole = ideal(builds, a.cpus)
                 row = {"kiln": name, "n": n, "run": r, "wall": wall, "ideal": best, "ratio": wall / best,
-                       "compiles": compiles, "phases": {p: sum(v) / len(v) for p, v in phases.items()},
+                       "ideal_builds": whole, "ratio_builds": wall / whole,
+                       "compiles": compiles, "builds": builds, "phases": {p: sum(v) / len(v) for p, v in phases.items()},
                        "load": os.getloadavg()[0]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print()
-    print(f"| kiln | N | wall s (median of {a.repeat}) | ideal s | ratio (median) | ratios | mean s per build: build-requires / wheel / install / verify |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| kiln | N | wall s (median of {a.repeat}) | ideal s | ratio (median) | ratios | ideal of whole backend builds s | ratio to it (median) | mean s per build: build-requires / wheel / install / verify |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in ns:
         for name, _ in kilns:
             mine = [r for r in rows if r["n"] == n and r["kiln"] == name]
@@ -185,6 +208,7 @@ def main():
             print(f"| {name} | {n} | {statistics.median(r['wall'] for r in mine):.1f} | "
                   f"{statistics.median(r['ideal'] for r in mine):.1f} | {statistics.median(r['ratio'] for r in mine):.2f} | "
                   f"{', '.join('%.2f' % r['ratio'] for r in mine)} | "
+                  f"{statistics.median(r['ideal_builds'] for r in mine):.1f} | {statistics.median(r['ratio_builds'] for r in mine):.2f} | "
                   f"{ph('build-requires'):.2f} / {ph('wheel'):.2f} / {ph('install'):.2f} / {ph('verify'):.2f} |")
     shutil.rmtree(root, ignore_errors=True)
 

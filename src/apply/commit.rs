@@ -265,7 +265,7 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
         }
     }
     // The probe itself failing (killed, timed out, unable to run) is no import of the wheel's.
-    let facts = python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| {
+    let mut facts = python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| {
         let why = format!("the verification probe failed: {e}");
         (fail(e.into()), Box::new(Fault::Outside(why)))
     })?;
@@ -289,7 +289,8 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
     // Where a GPU of the target arch is here and the driver can drive it, the kernels must also
     // run. A serving proof runs once, in the verdict that follows the install (and is cached
     // there): it starts a whole engine, too long to run twice.
-    if !crate::resolve::driver::smoke_archs(cx.machine, &plan.archs).is_empty()
+    let smoke_archs = crate::resolve::driver::smoke_archs(cx.machine, &plan.archs);
+    if !smoke_archs.is_empty()
         && let Some(smoke) = r.smoke.as_ref().filter(|s| !s.serve)
     {
         let script = crate::probe::smoke::Script {
@@ -304,6 +305,9 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
             let why = format!("its smoke test {} failed", smoke.path);
             return Err((fail(StepError::Smoke(error)), Box::new(Fault::Own(why))));
         }
+        // The verdict after the install takes this result: the same script, the same archs.
+        let key = crate::probe::smoke::key(&smoke_archs, &smoke.text);
+        facts.smoke.insert(r.name.clone(), (key, s));
     }
     Ok(facts)
 }

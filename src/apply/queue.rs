@@ -1,7 +1,8 @@
 //! Running a plan: steps the plan keeps are reported as kept; each changing step's build starts
 //! on its own thread once what it depends on is installed and its planned jobs fit the CPUs and
 //! memory left ([`super::schedule`]); each finished wheel is installed and verified on this
-//! thread, one at a time, in the order builds finish, inside one transaction ([`super::txn`]).
+//! thread, one at a time, in the order builds finish, inside one transaction ([`super::txn`]),
+//! after the builds that the CPUs it gave back allow have started (they overlap its install).
 //! After a failure no new build starts and the environment is put back as it was before the
 //! run, the steps proven before included; builds under way finish and are not installed. With
 //! `--keep-done` proven steps stay, and builds under way that succeed are installed (they
@@ -10,13 +11,14 @@
 //! It deliberately ignores what a step does (`step` and `commit` do it) and never retries a
 //! failed step.
 
+use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::time::Instant;
 
 use super::commit::{StepDone, commit};
 use super::failure::BuildFailure;
 use super::failure::Restored;
-use super::step::prepare;
+use super::step::{Prepared, prepare};
 use super::txn::Txn;
 use super::{Context, Outcome, Reporter, RunReport, StepResult, schedule};
 use crate::probe::python::PythonFacts;
@@ -36,18 +38,19 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel();
         let mut running = 0;
-        loop {
+        // Starts every build whose dependencies are installed and whose jobs fit now.
+        let start_what_fits = |q: &mut Queue, budget: &mut schedule::Budget, running: &mut usize| {
             for (i, step) in steps.iter().enumerate() {
                 if !q.may_start(i, &waits[i]) {
                     continue;
                 }
                 let (jobs, per_job) = step.build.as_ref().map_or((1, None), |b| (b.jobs, b.memory_per_job));
-                let Some(claim) = budget.claim(jobs, per_job, running) else {
+                let Some(claim) = budget.claim(jobs, per_job, *running) else {
                     continue;
                 };
                 reporter.step_started(step);
                 q.started[i] = Some(Instant::now());
-                running += 1;
+                *running += 1;
                 let known = q.latest.clone().unwrap_or_else(|| cx.facts.clone());
                 let tx = tx.clone();
                 scope.spawn(move || {
@@ -59,12 +62,38 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
                     let _ = tx.send((i, claim, ended));
                 });
             }
-            if running == 0 {
+        };
+        // Builds that finished, in the order they finished, waiting for their install.
+        let mut ready: Ready = VecDeque::new();
+        loop {
+            // No build starts while a failed one waits to be reported, or after a failure.
+            let clean = |ready: &Ready| ready.iter().all(|(_, p)| p.is_ok());
+            if clean(&ready) && txn.open_for_more() {
+                start_what_fits(&mut q, &mut budget, &mut running);
+            }
+            if running == 0 && ready.is_empty() {
                 break;
             }
-            let Ok((i, claim, prepared)) = rx.recv() else { break };
-            running -= 1;
-            budget.release(claim);
+            let first = match ready.is_empty() {
+                true => Some(rx.recv().ok()).flatten(),
+                false => None,
+            };
+            if ready.is_empty() && first.is_none() {
+                break;
+            }
+            // Every build that finished meanwhile gives its CPUs back now, so that the next
+            // builds start before these install, and overlap their installs.
+            for (i, claim, prepared) in first.into_iter().chain(rx.try_iter()) {
+                running -= 1;
+                budget.release(claim);
+                ready.push_back((i, prepared));
+            }
+            if clean(&ready) && txn.open_for_more() {
+                start_what_fits(&mut q, &mut budget, &mut running);
+            }
+            let Some((i, prepared)) = ready.pop_front() else {
+                continue;
+            };
             let step = &steps[i];
             let since = q.started[i].unwrap_or_else(Instant::now);
             if prepared.is_ok() && !txn.open_for_more() {
@@ -116,6 +145,9 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
     report.undo = undo;
     report
 }
+
+/// Built steps waiting for their install, in the order their builds finished.
+type Ready = VecDeque<(usize, Result<Prepared, BuildFailure>)>;
 
 /// Where each step of a run is.
 struct Queue {

@@ -14,7 +14,8 @@
 //! its module (`probe::python`). Smoke tests run one at a time afterwards (they share the GPU).
 //!
 //! After an install, a component whose imports the install's last verification tried is
-//! answered from that verification ([`Request::known`]) while the listing is the one it saw.
+//! answered from that verification ([`Request::known`]) while the listing is the one it saw,
+//! and so is its smoke test where that verification ran the same one.
 //!
 //! It deliberately ignores recipes: the session hands it [`Unit`]s (a component's imports, the
 //! distributions it stands on, its smoke test) as plain values.
@@ -312,6 +313,20 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
         if let Some(done) = e.smoke.as_ref().filter(|d| d.key == s.key) {
             smoke.insert(u.name.clone(), done.result.clone());
             sources.smoke.insert(u.name.clone(), CacheUse::Hit);
+            continue;
+        }
+        // The install's verification ran this smoke test just now, on this listing.
+        let just_ran = verified
+            .and_then(|k| k.smoke.get(&u.name))
+            .filter(|(key, _)| *key == s.key);
+        if let Some((key, result)) = just_ran {
+            sources.smoke.insert(u.name.clone(), fresh);
+            smoke.insert(u.name.clone(), result.clone());
+            e.smoke = Some(SmokeEntry {
+                key: key.clone(),
+                result: result.clone(),
+            });
+            *dirty = true;
             continue;
         }
         let runs = listing.facts.dists.get(&s.dist).is_some_and(|d| {

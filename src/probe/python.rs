@@ -146,6 +146,11 @@ pub struct PythonFacts {
     /// the distributions whose `RECORD` lists files in them; filled after the probe, never by it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub owners: BTreeMap<String, Vec<String>>,
+    /// The smoke tests the install's verification that saw these facts ran, by component, each
+    /// with the key of what ran ([`super::smoke::key`]); filled by that verification, never by
+    /// the probe. The verdict right after the install reads them instead of running them again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub smoke: BTreeMap<String, (String, super::smoke::SmokeResult)>,
 }
 
 impl PythonFacts {
@@ -181,6 +186,7 @@ impl PythonFacts {
             imports: BTreeMap::new(),
             torch: None,
             owners: BTreeMap::new(),
+            smoke: BTreeMap::new(),
         }
     }
 
@@ -267,6 +273,7 @@ fn probe_as(python: &Path, imports: &[String], per_import: Duration, dists: bool
                     imports: results,
                     torch: raw.torch,
                     owners: BTreeMap::new(),
+                    smoke: BTreeMap::new(),
                 });
             }
             (None, None) => {

@@ -120,6 +120,13 @@ pub struct SmokeResult {
     pub served: Option<Served>,
 }
 
+/// What a smoke test's result is kept under: the target archs it ran for (those a GPU here
+/// has) and its script's text.
+pub fn key(archs: &[crate::arch::Arch], text: &str) -> String {
+    let archs: Vec<String> = archs.iter().map(|a| a.to_string()).collect();
+    format!("{}\0{text}", archs.join(" "))
+}
+
 /// The target archs a GPU here has: smoke tests run only for these.
 pub fn runnable_archs(gpus: &[Arch], targets: &[Arch]) -> Vec<Arch> {
     targets.iter().copied().filter(|t| gpus.contains(t)).collect()

@@ -41,11 +41,10 @@ pub(super) fn gather(
     // Smoke tests run only where a GPU of a target arch is present and a driver here can drive
     // it; their scripts and those archs key their results.
     let smoke_archs = resolve::driver::smoke_archs(machine, archs);
-    let archs_key: Vec<String> = smoke_archs.iter().map(|a| a.to_string()).collect();
     let units: Vec<Unit> = scope
         .iter()
         .filter_map(|(name, _)| set.get(name))
-        .map(|r| unit(set, r, (!smoke_archs.is_empty()).then_some(archs_key.join(" "))))
+        .map(|r| unit(set, r, (!smoke_archs.is_empty()).then_some(smoke_archs.as_slice())))
         .collect();
     let dists: Vec<String> = scope
         .iter()
@@ -89,7 +88,7 @@ fn side_by_side(machine: &MachineFacts) -> usize {
 }
 
 /// The probe's view of recipe `r`; `smoke_archs` when its smoke test may run here.
-fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<String>) -> Unit {
+fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<&[Arch]>) -> Unit {
     let imports = resolve::status::imports_for(set, &[(r.name.clone(), Vec::new())]);
     let every_feature = vec![(r.name.clone(), r.features.keys().cloned().collect())];
     let closure = set.closure(&every_feature);
@@ -105,7 +104,7 @@ fn unit(set: &RecipeSet, r: &Recipe, smoke_archs: Option<String>) -> Unit {
         Some(Smoke {
             path: s.path.clone(),
             text: s.text.clone(),
-            key: format!("{archs}\0{}", s.text),
+            key: probe::smoke::key(archs, &s.text),
             dist: probe::normalize(r.dist.as_deref().unwrap_or(&r.name)),
             needs: r.imports.clone(),
             // A version's own imports replace `[verify] imports` (vLLM 0.20.0 has no

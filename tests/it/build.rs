@@ -422,6 +422,28 @@ fn independent_builds_run_side_by_side_while_cpus_last() {
     let v = stdout_json(&out);
     let (a, b) = (ran(&v, "fixture-slow-a"), ran(&v, "fixture-slow-b"));
     assert!(a.1 <= b.0 || b.1 <= a.0, "overlap on one CPU: a {a:?}, b {b:?}");
+    // The CPU the first build gives back goes to the second before the first installs: the
+    // second build overlaps the first's install and verification instead of waiting for them.
+    let events: Vec<serde_json::Value> =
+        std::fs::read_to_string(std::path::Path::new(v["logs"].as_str().unwrap()).join("events.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let (first, second) = match a.0 < b.0 {
+        true => ("fixture-slow-a", "fixture-slow-b"),
+        false => ("fixture-slow-b", "fixture-slow-a"),
+    };
+    let at = |step: &str, kind: &str, phase: Option<&str>| {
+        events
+            .iter()
+            .position(|e| e["step"] == step && e["kind"] == kind && phase.is_none_or(|p| e["phase"] == p))
+            .unwrap_or_else(|| panic!("no {kind} {phase:?} of {step}: {events:?}"))
+    };
+    assert!(
+        at(second, "started", None) < at(first, "phase", Some("install")),
+        "{second} started only after {first} began to install: {events:?}"
+    );
 }
 
 /// A failed build stops new ones; one under way is not installed (the run is one transaction,

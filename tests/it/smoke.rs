@@ -92,6 +92,44 @@ fn a_smoke_test_runs_where_the_gpu_is_and_its_failure_is_the_evidence() {
     assert_eq!(pure_on(&w, "9.0").0, "ok");
 }
 
+/// The verdict after an install takes the smoke test its verification just ran (the same script
+/// for the same archs, nothing installed since): on the H200 a torch extension's smoke test ran
+/// twice in one install, 4.2 s each.
+#[test]
+fn an_install_runs_its_smoke_test_once_and_the_verdict_after_it_takes_that_result() {
+    let w = World::new();
+    with_smoke(&w);
+    let runs = w.dir.path().join("smoke-runs.txt");
+    let counted = format!("open({:?}, 'a').write('ran\\n')\n{SMOKE}", runs.display().to_string());
+    std::fs::write(w.recipes.join("smoke/fixture-pure.py"), counted).unwrap();
+    let out = w
+        .kiln()
+        .env("KILN_GPU_ARCH", "9.0")
+        .env("KILN_DRIVER_VERSION", DRIVER)
+        .args(["install", "--json", "--arch", "9.0", "fixture-pure"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = stdout_json(&out);
+    let c = component(&v, "fixture-pure");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("smoke test smoke/fixture-pure.py passed on 9.0"),
+        "{c}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap(),
+        "ran\n",
+        "the smoke test ran more than once"
+    );
+    // doctor answers from the probe cache: still one run.
+    assert_eq!(pure_on(&w, "9.0").0, "ok");
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "ran\n");
+}
+
 #[test]
 fn a_missing_smoke_script_is_a_recipe_error_at_its_key() {
     let w = World::new();

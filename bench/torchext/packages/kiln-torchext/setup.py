@@ -7,6 +7,6 @@ setup(
     name="kiln-torchext",
     version="1.0.0",
     packages=["kiln_torchext"],
-    ext_modules=[CUDAExtension("kiln_torchext._axpy", ["csrc/axpy.cu"])],
+    ext_modules=[CUDAExtension("kiln_torchext._axpy", ["csrc/bind.cpp", "csrc/axpy_kernel.cu"])],
     cmdclass={"build_ext": BuildExtension},
 )
