@@ -17,7 +17,7 @@ mkdir -p /tmp/scw
 cat > /tmp/scw/sccache <<SHIM
 #!/bin/sh
 s=\$(date +%s.%N)
-$PWD/.sc/sccache "\$@"
+${SC:-$PWD/.sc}/sccache "\$@"
 rc=\$?
 printf '%s\\t%s\\t%s\\t%s\\n' "\$s" "\$(date +%s.%N)" "\$rc" "\$(echo "\$*" | cut -c1-160)" >> $OUT/sccache-calls.tsv
 exit \$rc
