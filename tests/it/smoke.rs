@@ -37,15 +37,19 @@ fn pure_on(w: &World, gpu: &str) -> (String, String) {
     )
 }
 
-/// Installs fixture-pure for 9.0 on a machine with a 9.0 GPU; its smoke test passed there.
-fn installed_and_smoked(w: &World) {
-    let out = w
-        .kiln()
+/// `kiln install --json --arch 9.0 fixture-pure` on a machine with a 9.0 GPU.
+fn install_on_9_0(w: &World) -> std::process::Output {
+    w.kiln()
         .env("KILN_GPU_ARCH", "9.0")
         .env("KILN_DRIVER_VERSION", DRIVER)
-        .args(["install", "--arch", "9.0", "fixture-pure"])
+        .args(["install", "--json", "--arch", "9.0", "fixture-pure"])
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Installs fixture-pure for 9.0 on a machine with a 9.0 GPU; its smoke test passed there.
+fn installed_and_smoked(w: &World) {
+    let out = install_on_9_0(w);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (status, evidence) = pure_on(w, "9.0");
     assert_eq!(status, "ok", "{evidence}");
@@ -80,21 +84,15 @@ fn a_smoke_test_runs_where_the_gpu_is_and_its_failure_is_the_evidence() {
     assert!(evidence.contains("AssertionError: bye"), "{evidence}");
 
     // install rebuilds it, and the smoke test after the build is what proves the rebuild.
-    let out = w
-        .kiln()
-        .env("KILN_GPU_ARCH", "9.0")
-        .env("KILN_DRIVER_VERSION", DRIVER)
-        .args(["install", "--json", "--arch", "9.0", "fixture-pure"])
-        .output()
-        .unwrap();
+    let out = install_on_9_0(&w);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(stdout_json(&out)["outcomes"][0]["action"], "rebuild");
     assert_eq!(pure_on(&w, "9.0").0, "ok");
 }
 
 /// The verdict after an install takes the smoke test its verification just ran (the same script
-/// for the same archs, nothing installed since): on the H200 a torch extension's smoke test ran
-/// twice in one install, 4.2 s each.
+/// for the same archs, nothing installed since): on an H100 a torch extension's smoke test ran
+/// twice in one install, 4.25 s each (bench/torchext, docs/gpu-proof.md §19).
 #[test]
 fn an_install_runs_its_smoke_test_once_and_the_verdict_after_it_takes_that_result() {
     let w = World::new();
@@ -102,13 +100,7 @@ fn an_install_runs_its_smoke_test_once_and_the_verdict_after_it_takes_that_resul
     let runs = w.dir.path().join("smoke-runs.txt");
     let counted = format!("open({:?}, 'a').write('ran\\n')\n{SMOKE}", runs.display().to_string());
     std::fs::write(w.recipes.join("smoke/fixture-pure.py"), counted).unwrap();
-    let out = w
-        .kiln()
-        .env("KILN_GPU_ARCH", "9.0")
-        .env("KILN_DRIVER_VERSION", DRIVER)
-        .args(["install", "--json", "--arch", "9.0", "fixture-pure"])
-        .output()
-        .unwrap();
+    let out = install_on_9_0(&w);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = stdout_json(&out);
     let c = component(&v, "fixture-pure");
