@@ -74,13 +74,14 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
             if running == 0 && ready.is_empty() {
                 break;
             }
+            // Waits for a build only when no finished one waits for its install.
             let first = match ready.is_empty() {
-                true => Some(rx.recv().ok()).flatten(),
+                true => match rx.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => break,
+                },
                 false => None,
             };
-            if ready.is_empty() && first.is_none() {
-                break;
-            }
             // Every build that finished meanwhile gives its CPUs back now, so that the next
             // builds start before these install, and overlap their installs.
             for (i, claim, prepared) in first.into_iter().chain(rx.try_iter()) {
