@@ -42,10 +42,21 @@ pub fn fetch(
     offline: bool,
     log: &Path,
     progress: &mut dyn FnMut(u64, Option<u64>),
+    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
 ) -> Result<Vec<FetchedInput>, SourceError> {
     inputs
         .iter()
-        .map(|i| fetch_one(i, &work.join("inputs").join(&i.name), cache, offline, log, progress))
+        .map(|i| {
+            fetch_one(
+                i,
+                &work.join("inputs").join(&i.name),
+                cache,
+                offline,
+                log,
+                progress,
+                waiting,
+            )
+        })
         .collect()
 }
 
@@ -56,6 +67,7 @@ fn fetch_one(
     offline: bool,
     log: &Path,
     progress: &mut dyn FnMut(u64, Option<u64>),
+    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
 ) -> Result<FetchedInput, SourceError> {
     let _ = std::fs::remove_dir_all(root);
     std::fs::create_dir_all(root).map_err(source::io(format!("cannot create {}", root.display())))?;
@@ -89,14 +101,15 @@ fn fetch_one(
                 url: archive.clone(),
                 sha256: sha256.clone(),
             };
-            let fetched = source::fetch(&src, None, root, cache, offline, log, progress).map_err(|e| match e {
-                SourceError::Offline {
-                    what: NotCached::Sdist { url, dir },
-                } => SourceError::Offline {
-                    what: NotCached::Archive { url, dir },
-                },
-                other => other,
-            })?;
+            let fetched =
+                source::fetch(&src, None, root, cache, offline, log, progress, waiting).map_err(|e| match e {
+                    SourceError::Offline {
+                        what: NotCached::Sdist { url, dir },
+                    } => SourceError::Offline {
+                        what: NotCached::Archive { url, dir },
+                    },
+                    other => other,
+                })?;
             (fetched.dir, fetched.identity)
         }
         InputSource::Wheel {
@@ -105,14 +118,15 @@ fn fetch_one(
             member,
             place,
         } => {
-            let file = source::cached_download(wheel, sha256, cache, offline, progress).map_err(|e| match e {
-                SourceError::Offline {
-                    what: NotCached::Sdist { url, dir },
-                } => SourceError::Offline {
-                    what: NotCached::Wheel { url, dir },
-                },
-                other => other,
-            })?;
+            let file =
+                source::cached_download(wheel, sha256, cache, offline, progress, waiting).map_err(|e| match e {
+                    SourceError::Offline {
+                        what: NotCached::Sdist { url, dir },
+                    } => SourceError::Offline {
+                        what: NotCached::Wheel { url, dir },
+                    },
+                    other => other,
+                })?;
             let dir = root.join("src");
             super::wheel_files::extract(&file, wheel, member, place, &dir)?;
             (dir, format!("sha256:{sha256}"))

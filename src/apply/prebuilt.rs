@@ -21,7 +21,7 @@ pub fn fetch(
     offline: bool,
     progress: &mut dyn FnMut(u64, Option<u64>),
 ) -> Result<PathBuf, source::SourceError> {
-    source::cached_download(url, sha256, cache, offline, progress)
+    source::cached_download(url, sha256, cache, offline, progress, &mut |_| {})
 }
 
 /// The chosen wheel of `step`, ready to install (from the cache; fetched again if it was
@@ -33,9 +33,14 @@ pub(super) fn prepare(
     reporter: &dyn Reporter,
 ) -> Result<Prepared, BuildFailure> {
     reporter.phase(step, Phase::Fetch, &format!("prebuilt wheel {}", w.file));
-    let wheel = source::cached_download(&w.url, &w.sha256, &cx.cache, cx.offline, &mut |done, total| {
-        reporter.transfer(step, done, total)
-    })
+    let wheel = source::cached_download(
+        &w.url,
+        &w.sha256,
+        &cx.cache,
+        cx.offline,
+        &mut |done, total| reporter.transfer(step, done, total),
+        &mut super::step::waiting_for(step, reporter, "the same wheel"),
+    )
     .map_err(|e| BuildFailure::new(&step.name, Phase::Fetch, e.into()))?;
     Ok(Prepared {
         to_install: wheel.display().to_string(),

@@ -139,6 +139,7 @@ pub fn fetch(
     offline: bool,
     log: &Path,
     progress: &mut dyn FnMut(u64, Option<u64>),
+    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
 ) -> Result<Fetched, SourceError> {
     std::fs::create_dir_all(work).map_err(io(format!("cannot create {}", work.display())))?;
     match source {
@@ -158,7 +159,7 @@ pub fn fetch(
             })
         }
         Source::Sdist { url, sha256 } => {
-            let archive = cached_download(url, sha256, cache, offline, progress)?;
+            let archive = cached_download(url, sha256, cache, offline, progress, waiting)?;
             let unpack = work.join("src");
             archive::unpack(&archive, &unpack, archive::Links::InsideTree)?;
             // An sdist holds one top-level directory `<name>-<version>/`.
@@ -246,13 +247,15 @@ fn download_detail(e: &crate::download::DownloadError) -> String {
     }
 }
 
-/// Returns the cached archive for `url`, downloading and checking it first if needed.
+/// Returns the cached archive for `url`, downloading and checking it first if needed;
+/// `waiting` is told when another kiln is downloading the same file (this one waits for it).
 pub fn cached_download(
     url: &str,
     sha256: &str,
     cache: &Path,
     offline: bool,
     progress: &mut dyn FnMut(u64, Option<u64>),
+    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
 ) -> Result<PathBuf, SourceError> {
     let file_name = url
         .rsplit('/')
@@ -271,13 +274,14 @@ pub fn cached_download(
     }
     // Two kilns on one cache fetch one source in turn: the second finds the first's file.
     let lock = crate::store::locks::source_lock(cache, sha256);
-    let _held = crate::store::locks::take(&lock, "the source download", true, |_| {}).map_err(|e| SourceError::Io {
-        context: format!("cannot lock {}", lock.display()),
-        source: match e {
-            crate::store::locks::LockError::Io { error, .. } => error,
-            busy => std::io::Error::other(busy.to_string()),
-        },
-    })?;
+    let _held =
+        crate::store::locks::take(&lock, "the source download", true, |h| waiting(h)).map_err(|e| SourceError::Io {
+            context: format!("cannot lock {}", lock.display()),
+            source: match e {
+                crate::store::locks::LockError::Io { error, .. } => error,
+                busy => std::io::Error::other(busy.to_string()),
+            },
+        })?;
     if dest.is_file() && sha256_file(&dest)? == sha256 {
         return Ok(dest);
     }

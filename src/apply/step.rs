@@ -114,6 +114,7 @@ pub(super) fn prepare(
         cx.offline,
         &log_of(cx, step, Phase::Fetch),
         &mut |done, total| reporter.transfer(step, done, total),
+        &mut waiting_for(step, reporter, "the same source"),
     )
     .map_err(|e| match e {
         source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),
@@ -198,9 +199,13 @@ pub(super) fn prepare(
             if !spec.tools.is_empty() {
                 let names: Vec<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
                 reporter.phase(step, Phase::Fetch, &format!("bringing {}", names.join(", ")));
-                super::tools::ensure(&spec.tools, &cx.cache, cx.offline, &mut |done, total| {
-                    reporter.transfer(step, done, total)
-                })
+                super::tools::ensure(
+                    &spec.tools,
+                    &cx.cache,
+                    cx.offline,
+                    &mut |done, total| reporter.transfer(step, done, total),
+                    &mut waiting_for(step, reporter, "the same tool"),
+                )
                 .map_err(|e| fail(Phase::Fetch, e.into()))?;
             }
             let job = WheelJob {
@@ -246,6 +251,22 @@ pub(super) fn prepare(
 /// Fetches the build's declared inputs (the plan chose them for the target archs) into the
 /// work directory, each named in the progress; a build that runs without the network where it
 /// cannot be denied here says so once.
+/// What a fetch of `step` says while another kiln holds `what` (a source, a tool, an input):
+/// that this one waits, and for whom, so that a wait is never silent.
+pub(super) fn waiting_for<'a>(
+    step: &'a Step,
+    reporter: &'a dyn Reporter,
+    what: &'a str,
+) -> impl FnMut(&locks::Holder) + 'a {
+    move |h| {
+        reporter.phase(
+            step,
+            Phase::Fetch,
+            &format!("waiting for another kiln fetching {what}: {h}"),
+        )
+    }
+}
+
 fn fetch_inputs(
     step: &Step,
     spec: &crate::resolve::spec::BuildSpec,
@@ -271,6 +292,7 @@ fn fetch_inputs(
             cx.offline,
             &log,
             &mut |done, total| reporter.transfer(step, done, total),
+            &mut waiting_for(step, reporter, "the same build input"),
         )
         .map_err(|e| match e {
             source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),

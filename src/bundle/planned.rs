@@ -139,7 +139,7 @@ pub fn fetch_sources(
             },
             (Some(("sha256", sha)), Some(Source::Sdist { url, .. })) => watch
                 .download(&c.name, file_name(url), |p| {
-                    source::cached_download(url, sha, cache, offline, p)
+                    source::cached_download(url, sha, cache, offline, p, &mut |_| {})
                 })
                 .map(|_| ()),
             (Some(("git", _)), Some(Source::Git { url, .. })) => {
@@ -160,7 +160,7 @@ pub fn fetch_sources(
             .join("work")
             .join(format!("bundle-inputs-{}-{}", c.name, std::process::id()));
         match watch.download(&c.name, "build inputs", |p| {
-            inputs::fetch(&declared, &work, cache, offline, log, p)
+            inputs::fetch(&declared, &work, cache, offline, log, p, &mut |_| {})
         }) {
             Ok(fetched) => c.inputs = fetched.into_iter().map(|f| (f.name, f.identity)).collect(),
             Err(e) => problems.push(format!("{what}: its build inputs: {e}")),

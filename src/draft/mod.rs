@@ -190,7 +190,7 @@ pub fn draft(
         Some(s) => Some(
             watch
                 .download(name, s.url.rsplit('/').next().unwrap_or(&s.url), |p| {
-                    crate::apply::source::cached_download(&s.url, &s.sha256, cache, false, p)
+                    crate::apply::source::cached_download(&s.url, &s.sha256, cache, false, p, &mut |_| {})
                 })
                 .map_err(|e| DraftError::Sdist {
                     url: s.url.clone(),

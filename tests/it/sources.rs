@@ -267,3 +267,52 @@ fn an_sdist_keeps_its_inside_links_and_is_refused_for_one_that_leaves() {
         "{err}"
     );
 }
+
+/// A kiln that waits for another kiln fetching the same source says so (who, since when) and
+/// then goes on with the file the other left: a wait is never silent.
+#[test]
+fn a_kiln_waiting_for_another_fetching_the_same_source_says_so_then_goes_on() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    let w = World::new();
+    let (tarball, sha) = w.sdist("kiln-fixture-pure");
+    w.use_source(
+        "fixture-pure",
+        &format!("sdist = \"{}\"\nsha256 = \"{sha}\"", tarball.display()),
+    );
+    // The other kiln: this test, holding the source's download lock.
+    let lock = kiln::store::locks::source_lock(&w.cache, &sha);
+    let held = kiln::store::locks::take(&lock, "the source download", false, |_| {}).unwrap();
+    let mut child = w
+        .kiln_std()
+        .args(["install", "fixture-pure"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen = Vec::new();
+    let said = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains("waiting for another kiln fetching the same source: pid ") => break line,
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no word of the wait: {seen:?}");
+            }
+        }
+    };
+    assert!(said.contains("fixture-pure: fetch: "), "{said}");
+    drop(held);
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    assert!(status.success(), "{seen:?}");
+    w.py("import kiln_fixture_pure").unwrap();
+}
