@@ -101,15 +101,26 @@ fn fetch_one(
                 url: archive.clone(),
                 sha256: sha256.clone(),
             };
-            let fetched =
-                source::fetch(&src, None, root, cache, offline, log, progress, waiting).map_err(|e| match e {
-                    SourceError::Offline {
-                        what: NotCached::Sdist { url, dir },
-                    } => SourceError::Offline {
-                        what: NotCached::Archive { url, dir },
-                    },
-                    other => other,
-                })?;
+            let fetched = source::fetch(
+                &src,
+                None,
+                root,
+                cache,
+                offline,
+                log,
+                source::Told {
+                    bytes: progress,
+                    waiting,
+                },
+            )
+            .map_err(|e| match e {
+                SourceError::Offline {
+                    what: NotCached::Sdist { url, dir },
+                } => SourceError::Offline {
+                    what: NotCached::Archive { url, dir },
+                },
+                other => other,
+            })?;
             (fetched.dir, fetched.identity)
         }
         InputSource::Wheel {

@@ -138,8 +138,7 @@ pub fn fetch(
     cache: &Path,
     offline: bool,
     log: &Path,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
+    told: Told,
 ) -> Result<Fetched, SourceError> {
     std::fs::create_dir_all(work).map_err(io(format!("cannot create {}", work.display())))?;
     match source {
@@ -159,7 +158,7 @@ pub fn fetch(
             })
         }
         Source::Sdist { url, sha256 } => {
-            let archive = cached_download(url, sha256, cache, offline, progress, waiting)?;
+            let archive = cached_download(url, sha256, cache, offline, told.bytes, told.waiting)?;
             let unpack = work.join("src");
             archive::unpack(&archive, &unpack, archive::Links::InsideTree)?;
             // An sdist holds one top-level directory `<name>-<version>/`.
@@ -245,6 +244,13 @@ fn download_detail(e: &crate::download::DownloadError) -> String {
         Some(hint) => format!("{e}\n  hint: {hint}"),
         None => e.to_string(),
     }
+}
+
+/// What a fetch tells as it goes: the bytes of a download (`done`, `total` when announced),
+/// and another kiln it waits for first (one fetching the same file).
+pub struct Told<'a> {
+    pub bytes: &'a mut dyn FnMut(u64, Option<u64>),
+    pub waiting: &'a mut dyn FnMut(&crate::store::locks::Holder),
 }
 
 /// Returns the cached archive for `url`, downloading and checking it first if needed;

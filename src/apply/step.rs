@@ -113,8 +113,10 @@ pub(super) fn prepare(
         &cx.cache,
         cx.offline,
         &log_of(cx, step, Phase::Fetch),
-        &mut |done, total| reporter.transfer(step, done, total),
-        &mut waiting_for(step, reporter, "the same source"),
+        source::Told {
+            bytes: &mut |done, total| reporter.transfer(step, done, total),
+            waiting: &mut waiting_for(step, reporter, "the same source"),
+        },
     )
     .map_err(|e| match e {
         source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),

@@ -319,42 +319,38 @@ pub fn gather(req: &Request) -> Result<(Probed, Sources), ProbeError> {
         let just_ran = verified
             .and_then(|k| k.smoke.get(&u.name))
             .filter(|(key, _)| *key == s.key);
-        if let Some((key, result)) = just_ran {
-            sources.smoke.insert(u.name.clone(), fresh);
-            smoke.insert(u.name.clone(), result.clone());
-            e.smoke = Some(SmokeEntry {
-                key: key.clone(),
-                result: result.clone(),
-            });
-            *dirty = true;
-            continue;
-        }
-        let runs = listing.facts.dists.get(&s.dist).is_some_and(|d| {
-            let installed = d.version.split('+').next().unwrap_or(&d.version);
-            let needs = s
-                .needs_by_version
-                .iter()
-                .find(|(v, _)| v == installed)
-                .map_or(&s.needs, |(_, n)| n);
-            needs.iter().all(|m| e.imports.get(m).is_some_and(|i| i.ok))
-        });
-        if !runs {
-            continue;
-        }
-        let script = Script {
-            component: &u.name,
-            path: &s.path,
-            text: &s.text,
-            serve: s.serve,
+        let result = match just_ran {
+            Some((_, result)) => result.clone(),
+            None => {
+                let runs = listing.facts.dists.get(&s.dist).is_some_and(|d| {
+                    let installed = d.version.split('+').next().unwrap_or(&d.version);
+                    let needs = s
+                        .needs_by_version
+                        .iter()
+                        .find(|(v, _)| v == installed)
+                        .map_or(&s.needs, |(_, n)| n);
+                    needs.iter().all(|m| e.imports.get(m).is_some_and(|i| i.ok))
+                });
+                if !runs {
+                    continue;
+                }
+                let script = Script {
+                    component: &u.name,
+                    path: &s.path,
+                    text: &s.text,
+                    serve: s.serve,
+                };
+                let kind = if s.serve {
+                    Watched::ServingProof
+                } else {
+                    Watched::SmokeTest
+                };
+                let task = req.watch.start(kind, &u.name, s.path.clone());
+                let result = smoke::run(req.python, &script, req.smoke_scratch, req.per_import);
+                task.finish(result.ok);
+                result
+            }
         };
-        let kind = if s.serve {
-            Watched::ServingProof
-        } else {
-            Watched::SmokeTest
-        };
-        let task = req.watch.start(kind, &u.name, s.path.clone());
-        let result = smoke::run(req.python, &script, req.smoke_scratch, req.per_import);
-        task.finish(result.ok);
         sources.smoke.insert(u.name.clone(), fresh);
         smoke.insert(u.name.clone(), result.clone());
         e.smoke = Some(SmokeEntry {
