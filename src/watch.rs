@@ -163,12 +163,32 @@ impl Watch {
         what: &str,
         fetch: impl FnOnce(&mut dyn FnMut(u64, Option<u64>)) -> Result<T, E>,
     ) -> Result<T, E> {
-        let mut task: Option<Running> = None;
-        let got = fetch(&mut |done, total| {
-            task.get_or_insert_with(|| self.start(Task::Download, subject, what))
-                .progress(done, total)
-        });
-        if let Some(t) = task {
+        self.download_waiting(subject, what, |bytes, _| fetch(bytes))
+    }
+
+    /// [`Watch::download`] for a fetch that may first wait for another kiln fetching the same
+    /// file (`fetch` calls its second callback with who holds it): the wait starts the task at
+    /// once, its detail saying whom it waits for, so that no wait is silent.
+    pub fn download_waiting<T, E>(
+        &self,
+        subject: &str,
+        what: &str,
+        fetch: impl FnOnce(&mut dyn FnMut(u64, Option<u64>), &mut dyn FnMut(&dyn fmt::Display)) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let task: std::cell::RefCell<Option<Running>> = std::cell::RefCell::new(None);
+        let got = fetch(
+            &mut |done, total| {
+                task.borrow_mut()
+                    .get_or_insert_with(|| self.start(Task::Download, subject, what))
+                    .progress(done, total)
+            },
+            &mut |holder| {
+                let detail = format!("{what}: waiting for another kiln fetching it ({holder})");
+                task.borrow_mut()
+                    .get_or_insert_with(|| self.start(Task::Download, subject, detail));
+            },
+        );
+        if let Some(t) = task.into_inner() {
             t.finish(got.is_ok());
         }
         got
@@ -298,6 +318,26 @@ mod tests {
         ));
         assert!(matches!(&seen[2], Event::Finished { ok: false, .. }));
         assert_eq!(seen.len(), 3);
+        drop(seen);
+    }
+
+    /// A fetch that waits for another kiln shows at once, saying for whom, and ends with it.
+    #[test]
+    fn a_download_that_waits_for_another_kiln_shows_the_wait() {
+        let (w, seen) = recorded();
+        let got: Result<u8, ()> = w.download_waiting("vllm", "vllm-0.26.0.tar.gz", |_, waiting| {
+            waiting(&"pid 7 (kiln install vllm)");
+            Ok(1)
+        });
+        assert_eq!(got, Ok(1));
+        let seen = seen.lock().unwrap();
+        assert!(
+            matches!(&seen[0], Event::Started { task: Task::Download, detail, .. }
+                if detail == "vllm-0.26.0.tar.gz: waiting for another kiln fetching it (pid 7 (kiln install vllm))"),
+            "{seen:?}"
+        );
+        assert!(matches!(&seen[1], Event::Finished { ok: true, .. }), "{seen:?}");
+        assert_eq!(seen.len(), 2);
     }
 
     #[test]

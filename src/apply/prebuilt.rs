@@ -13,15 +13,17 @@ use crate::resolve::Step;
 use crate::resolve::wheel_choice::Offered;
 
 /// The wheel at `url` in the cache, downloaded and checked against `sha256` first if needed;
-/// `progress` hears the bytes of a download (`done`, `total` when announced).
+/// `progress` hears the bytes of a download (`done`, `total` when announced), `waiting` another
+/// kiln fetching the same wheel first.
 pub fn fetch(
     url: &str,
     sha256: &str,
     cache: &Path,
     offline: bool,
     progress: &mut dyn FnMut(u64, Option<u64>),
+    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
 ) -> Result<PathBuf, source::SourceError> {
-    source::cached_download(url, sha256, cache, offline, progress, &mut |_| {})
+    source::cached_download(url, sha256, cache, offline, progress, waiting)
 }
 
 /// The chosen wheel of `step`, ready to install (from the cache; fetched again if it was

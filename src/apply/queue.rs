@@ -4,9 +4,10 @@
 //! thread, one at a time, in the order builds finish, inside one transaction ([`super::txn`]),
 //! after the builds that the CPUs it gave back allow have started (they overlap its install).
 //! After a failure no new build starts and the environment is put back as it was before the
-//! run, the steps proven before included; builds under way finish and are not installed. With
-//! `--keep-done` proven steps stay, and builds under way that succeed are installed (they
-//! depend on nothing that failed).
+//! run, the steps proven before included; builds under way finish and are not installed (builds
+//! are never cancelled, so one started just before a failing install delays the report by its
+//! own length). With `--keep-done` proven steps stay, and builds under way that succeed are
+//! installed (they depend on nothing that failed).
 //!
 //! It deliberately ignores what a step does (`step` and `commit` do it) and never retries a
 //! failed step.

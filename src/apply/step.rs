@@ -250,9 +250,6 @@ pub(super) fn prepare(
     })
 }
 
-/// Fetches the build's declared inputs (the plan chose them for the target archs) into the
-/// work directory, each named in the progress; a build that runs without the network where it
-/// cannot be denied here says so once.
 /// What a fetch of `step` says while another kiln holds `what` (a source, a tool, an input):
 /// that this one waits, and for whom, so that a wait is never silent.
 pub(super) fn waiting_for<'a>(
@@ -269,6 +266,9 @@ pub(super) fn waiting_for<'a>(
     }
 }
 
+/// Fetches the build's declared inputs (the plan chose them for the target archs) into the
+/// work directory, each named in the progress; a build that runs without the network where it
+/// cannot be denied here says so once.
 fn fetch_inputs(
     step: &Step,
     spec: &crate::resolve::spec::BuildSpec,

@@ -131,15 +131,15 @@ pub fn fetch_sources(
         let got = match (c.source.split_once(':'), source) {
             (Some(("wheel", sha)), _) => match &c.wheel_url {
                 Some(url) => watch
-                    .download(&c.name, file_name(url), |p| {
-                        prebuilt::fetch(url, sha, cache, offline, p)
+                    .download_waiting(&c.name, file_name(url), |p, waiting| {
+                        prebuilt::fetch(url, sha, cache, offline, p, &mut |h| waiting(h))
                     })
                     .map(|_| ()),
                 None => Ok(()),
             },
             (Some(("sha256", sha)), Some(Source::Sdist { url, .. })) => watch
-                .download(&c.name, file_name(url), |p| {
-                    source::cached_download(url, sha, cache, offline, p, &mut |_| {})
+                .download_waiting(&c.name, file_name(url), |p, waiting| {
+                    source::cached_download(url, sha, cache, offline, p, &mut |h| waiting(h))
                 })
                 .map(|_| ()),
             (Some(("git", _)), Some(Source::Git { url, .. })) => {
@@ -159,8 +159,8 @@ pub fn fetch_sources(
         let work = cache
             .join("work")
             .join(format!("bundle-inputs-{}-{}", c.name, std::process::id()));
-        match watch.download(&c.name, "build inputs", |p| {
-            inputs::fetch(&declared, &work, cache, offline, log, p, &mut |_| {})
+        match watch.download_waiting(&c.name, "build inputs", |p, waiting| {
+            inputs::fetch(&declared, &work, cache, offline, log, p, &mut |h| waiting(h))
         }) {
             Ok(fetched) => c.inputs = fetched.into_iter().map(|f| (f.name, f.identity)).collect(),
             Err(e) => problems.push(format!("{what}: its build inputs: {e}")),

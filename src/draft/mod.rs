@@ -189,8 +189,8 @@ pub fn draft(
     let sdist_path = match &sdist {
         Some(s) => Some(
             watch
-                .download(name, s.url.rsplit('/').next().unwrap_or(&s.url), |p| {
-                    crate::apply::source::cached_download(&s.url, &s.sha256, cache, false, p, &mut |_| {})
+                .download_waiting(name, s.url.rsplit('/').next().unwrap_or(&s.url), |p, waiting| {
+                    crate::apply::source::cached_download(&s.url, &s.sha256, cache, false, p, &mut |h| waiting(h))
                 })
                 .map_err(|e| DraftError::Sdist {
                     url: s.url.clone(),

@@ -96,13 +96,14 @@ impl Session {
                             .or_insert_with(|| {
                                 let started = Instant::now();
                                 // Shown only once bytes flow: a wheel in the cache is no wait.
-                                let cached = settings.watch.download(&r.name, &w.file, |progress| {
+                                let cached = settings.watch.download_waiting(&r.name, &w.file, |progress, waiting| {
                                     crate::apply::prebuilt::fetch(
                                         &w.url,
                                         &w.sha256,
                                         &settings.cache_dir,
                                         settings.offline,
                                         progress,
+                                        &mut |h| waiting(h),
                                     )
                                 });
                                 let fetch_seconds = started.elapsed().as_secs_f64();

@@ -313,6 +313,7 @@ fn a_kiln_waiting_for_another_fetching_the_same_source_says_so_then_goes_on() {
     drop(held);
     let status = child.wait().unwrap();
     reader.join().unwrap();
+    seen.extend(rx.try_iter());
     assert!(status.success(), "{seen:?}");
     w.py("import kiln_fixture_pure").unwrap();
 }
