@@ -1,7 +1,8 @@
 //! What long work tells whoever watches it: a task started, how far it is, and finished after so
 //! long, ok or not. Core code (the probe, its smoke and serving proofs, the JIT proofs, the AOT
 //! compiles, the plan's wheel downloads and reads) calls [`Watch::start`], [`Running::progress`]
-//! and [`Running::finish`]; the command layer decides how that is shown
+//! and [`Running::finish`] ([`Watch::download`] and [`Watch::download_waiting`] wrap a fetch,
+//! showing it once bytes flow or once it waits for another kiln); the command layer decides how that is shown
 //! (`report::watcher::watcher`: a spinner or bar on a terminal, plain lines otherwise, JSON
 //! events under `--json`, nothing under `--quiet`). A [`Watch`] that nobody set ignores everything.
 //!

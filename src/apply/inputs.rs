@@ -41,22 +41,11 @@ pub fn fetch(
     cache: &Path,
     offline: bool,
     log: &Path,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
+    mut told: source::Told,
 ) -> Result<Vec<FetchedInput>, SourceError> {
     inputs
         .iter()
-        .map(|i| {
-            fetch_one(
-                i,
-                &work.join("inputs").join(&i.name),
-                cache,
-                offline,
-                log,
-                progress,
-                waiting,
-            )
-        })
+        .map(|i| fetch_one(i, &work.join("inputs").join(&i.name), cache, offline, log, told.again()))
         .collect()
 }
 
@@ -66,8 +55,7 @@ fn fetch_one(
     cache: &Path,
     offline: bool,
     log: &Path,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
+    told: source::Told,
 ) -> Result<FetchedInput, SourceError> {
     let _ = std::fs::remove_dir_all(root);
     std::fs::create_dir_all(root).map_err(source::io(format!("cannot create {}", root.display())))?;
@@ -101,26 +89,8 @@ fn fetch_one(
                 url: archive.clone(),
                 sha256: sha256.clone(),
             };
-            let fetched = source::fetch(
-                &src,
-                None,
-                root,
-                cache,
-                offline,
-                log,
-                source::Told {
-                    bytes: progress,
-                    waiting,
-                },
-            )
-            .map_err(|e| match e {
-                SourceError::Offline {
-                    what: NotCached::Sdist { url, dir },
-                } => SourceError::Offline {
-                    what: NotCached::Archive { url, dir },
-                },
-                other => other,
-            })?;
+            let fetched = source::fetch(&src, None, root, cache, offline, log, told)
+                .map_err(|e| offline_as(e, |url, dir| NotCached::Archive { url, dir }))?;
             (fetched.dir, fetched.identity)
         }
         InputSource::Wheel {
@@ -129,15 +99,8 @@ fn fetch_one(
             member,
             place,
         } => {
-            let file =
-                source::cached_download(wheel, sha256, cache, offline, progress, waiting).map_err(|e| match e {
-                    SourceError::Offline {
-                        what: NotCached::Sdist { url, dir },
-                    } => SourceError::Offline {
-                        what: NotCached::Wheel { url, dir },
-                    },
-                    other => other,
-                })?;
+            let file = source::cached_download(wheel, sha256, cache, offline, told)
+                .map_err(|e| offline_as(e, |url, dir| NotCached::Wheel { url, dir }))?;
             let dir = root.join("src");
             super::wheel_files::extract(&file, wheel, member, place, &dir)?;
             (dir, format!("sha256:{sha256}"))
@@ -159,6 +122,17 @@ fn fetch_one(
         dir: tree,
         identity,
     })
+}
+
+/// An input that is not in the source cache, named as what it is (an archive, a wheel) rather
+/// than as the sdist `source` calls every downloaded file.
+fn offline_as(e: SourceError, what: impl FnOnce(String, PathBuf) -> NotCached) -> SourceError {
+    match e {
+        SourceError::Offline {
+            what: NotCached::Sdist { url, dir },
+        } => SourceError::Offline { what: what(url, dir) },
+        other => other,
+    }
 }
 
 /// The cache entries (absolute paths: `sources/<sha256>`, `git/<mirror>`, the submodules'

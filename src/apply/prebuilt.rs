@@ -13,17 +13,15 @@ use crate::resolve::Step;
 use crate::resolve::wheel_choice::Offered;
 
 /// The wheel at `url` in the cache, downloaded and checked against `sha256` first if needed;
-/// `progress` hears the bytes of a download (`done`, `total` when announced), `waiting` another
-/// kiln fetching the same wheel first.
+/// `told` hears the bytes of a download, and another kiln fetching the same wheel first.
 pub fn fetch(
     url: &str,
     sha256: &str,
     cache: &Path,
     offline: bool,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
+    told: source::Told,
 ) -> Result<PathBuf, source::SourceError> {
-    source::cached_download(url, sha256, cache, offline, progress, waiting)
+    source::cached_download(url, sha256, cache, offline, told)
 }
 
 /// The chosen wheel of `step`, ready to install (from the cache; fetched again if it was
@@ -35,15 +33,12 @@ pub(super) fn prepare(
     reporter: &dyn Reporter,
 ) -> Result<Prepared, BuildFailure> {
     reporter.phase(step, Phase::Fetch, &format!("prebuilt wheel {}", w.file));
-    let wheel = source::cached_download(
-        &w.url,
-        &w.sha256,
-        &cx.cache,
-        cx.offline,
-        &mut |done, total| reporter.transfer(step, done, total),
-        &mut super::step::waiting_for(step, reporter, "the same wheel"),
-    )
-    .map_err(|e| BuildFailure::new(&step.name, Phase::Fetch, e.into()))?;
+    let told = source::Told {
+        bytes: &mut |done, total| reporter.transfer(step, done, total),
+        waiting: &mut super::step::waiting_for(step, reporter, Phase::Fetch, "fetching the same wheel"),
+    };
+    let wheel = source::cached_download(&w.url, &w.sha256, &cx.cache, cx.offline, told)
+        .map_err(|e| BuildFailure::new(&step.name, Phase::Fetch, e.into()))?;
     Ok(Prepared {
         to_install: wheel.display().to_string(),
         // Not `sha256:`, an sdist's: a lock pins this as the wheel it is (`lock::WHEEL`).

@@ -2,7 +2,8 @@
 //! a git checkout at a rev (from a mirror of the repository kept in the cache and brought up to
 //! date before each use), a copy of a local directory, each unpacked into a fresh build
 //! directory so that a build never writes into the user's files. Offline, only what the cache
-//! holds is used, and a source it does not hold is an error that says so.
+//! holds is used, and a source it does not hold is an error that says so. Two kilns on one
+//! cache download a file in turn, and the one that waits is told whom for ([`Told`]).
 //!
 //! It deliberately ignores building; `git` is run as a program, not re-implemented ([`git`]:
 //! mirrors, checkouts, submodules from mirrors of their own); sdists are unpacked by [`archive`]
@@ -158,7 +159,7 @@ pub fn fetch(
             })
         }
         Source::Sdist { url, sha256 } => {
-            let archive = cached_download(url, sha256, cache, offline, told.bytes, told.waiting)?;
+            let archive = cached_download(url, sha256, cache, offline, told)?;
             let unpack = work.join("src");
             archive::unpack(&archive, &unpack, archive::Links::InsideTree)?;
             // An sdist holds one top-level directory `<name>-<version>/`.
@@ -247,22 +248,36 @@ fn download_detail(e: &crate::download::DownloadError) -> String {
 }
 
 /// What a fetch tells as it goes: the bytes of a download (`done`, `total` when announced),
-/// and another kiln it waits for first (one fetching the same file).
+/// and another kiln it waits for first (one fetching the same file), so that no wait is silent.
 pub struct Told<'a> {
     pub bytes: &'a mut dyn FnMut(u64, Option<u64>),
-    pub waiting: &'a mut dyn FnMut(&crate::store::locks::Holder),
+    /// Told who holds the file (a [`crate::store::locks::Holder`]: pid, command, since when).
+    pub waiting: &'a mut dyn FnMut(&dyn std::fmt::Display),
 }
 
-/// Returns the cached archive for `url`, downloading and checking it first if needed;
-/// `waiting` is told when another kiln is downloading the same file (this one waits for it).
+impl Told<'_> {
+    /// The same listeners for one more fetch of several in a row.
+    pub fn again(&mut self) -> Told<'_> {
+        Told {
+            bytes: &mut *self.bytes,
+            waiting: &mut *self.waiting,
+        }
+    }
+}
+
+/// Returns the cached archive for `url`, downloading and checking it first if needed; `told`
+/// hears the bytes, and another kiln downloading the same file first (this one waits for it).
 pub fn cached_download(
     url: &str,
     sha256: &str,
     cache: &Path,
     offline: bool,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
+    told: Told,
 ) -> Result<PathBuf, SourceError> {
+    let Told {
+        bytes: progress,
+        waiting,
+    } = told;
     let file_name = url
         .rsplit('/')
         .next()

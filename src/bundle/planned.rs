@@ -132,14 +132,14 @@ pub fn fetch_sources(
             (Some(("wheel", sha)), _) => match &c.wheel_url {
                 Some(url) => watch
                     .download_waiting(&c.name, file_name(url), |p, waiting| {
-                        prebuilt::fetch(url, sha, cache, offline, p, &mut |h| waiting(h))
+                        prebuilt::fetch(url, sha, cache, offline, source::Told { bytes: p, waiting })
                     })
                     .map(|_| ()),
                 None => Ok(()),
             },
             (Some(("sha256", sha)), Some(Source::Sdist { url, .. })) => watch
                 .download_waiting(&c.name, file_name(url), |p, waiting| {
-                    source::cached_download(url, sha, cache, offline, p, &mut |h| waiting(h))
+                    source::cached_download(url, sha, cache, offline, source::Told { bytes: p, waiting })
                 })
                 .map(|_| ()),
             (Some(("git", _)), Some(Source::Git { url, .. })) => {
@@ -160,7 +160,14 @@ pub fn fetch_sources(
             .join("work")
             .join(format!("bundle-inputs-{}-{}", c.name, std::process::id()));
         match watch.download_waiting(&c.name, "build inputs", |p, waiting| {
-            inputs::fetch(&declared, &work, cache, offline, log, p, &mut |h| waiting(h))
+            inputs::fetch(
+                &declared,
+                &work,
+                cache,
+                offline,
+                log,
+                source::Told { bytes: p, waiting },
+            )
         }) {
             Ok(fetched) => c.inputs = fetched.into_iter().map(|f| (f.name, f.identity)).collect(),
             Err(e) => problems.push(format!("{what}: its build inputs: {e}")),

@@ -190,7 +190,8 @@ pub fn draft(
         Some(s) => Some(
             watch
                 .download_waiting(name, s.url.rsplit('/').next().unwrap_or(&s.url), |p, waiting| {
-                    crate::apply::source::cached_download(&s.url, &s.sha256, cache, false, p, &mut |h| waiting(h))
+                    let told = crate::apply::source::Told { bytes: p, waiting };
+                    crate::apply::source::cached_download(&s.url, &s.sha256, cache, false, told)
                 })
                 .map_err(|e| DraftError::Sdist {
                     url: s.url.clone(),

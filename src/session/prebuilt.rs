@@ -102,8 +102,10 @@ impl Session {
                                         &w.sha256,
                                         &settings.cache_dir,
                                         settings.offline,
-                                        progress,
-                                        &mut |h| waiting(h),
+                                        crate::apply::source::Told {
+                                            bytes: progress,
+                                            waiting,
+                                        },
                                     )
                                 });
                                 let fetch_seconds = started.elapsed().as_secs_f64();
