@@ -46,6 +46,10 @@ pub struct Global {
     /// [default: min(CPUs, available memory / the recipe's memory_per_job), decided when planning]
     #[arg(long, short = 'j', global = true, value_name = "N")]
     pub jobs: Option<usize>,
+    /// The memory builds may use together (`16GiB`): jobs are planned within it, and each CUDA
+    /// compile waits until the figure measured for its unit fits [default: the memory available]
+    #[arg(long, global = true, value_name = "SIZE", env = "KILN_MEMORY_LIMIT")]
+    pub memory_limit: Option<bytesize::ByteSize>,
     /// Time limit for each import the probe tries; a hanging import is reported, not waited for
     #[arg(
         long,
@@ -131,6 +135,7 @@ impl Global {
             recipes: self.recipes.clone(),
             cache_dir: settings::cache_dir(self.cache_dir.as_deref()),
             jobs: self.jobs,
+            memory_limit: self.memory_limit.map(|b| b.as_u64()),
             import_timeout: settings::import_timeout(self.import_timeout),
             refresh: self.refresh,
             allow_replace: self.allow_replace.clone(),

@@ -31,6 +31,9 @@ pub struct Settings {
     pub cache_dir: PathBuf,
     /// `--jobs`: compile jobs per build (default: what CPUs and memory allow).
     pub jobs: Option<usize>,
+    /// `--memory-limit`: the memory builds may use together, in bytes (default: what is
+    /// available).
+    pub memory_limit: Option<u64>,
     /// The time limit for each import the probe tries (and for each smoke test); at least 1 s.
     pub import_timeout: Duration,
     /// Probe again even if nothing changed.
@@ -81,6 +84,7 @@ impl Settings {
             recipes: None,
             cache_dir: cache_dir(None),
             jobs: None,
+            memory_limit: None,
             import_timeout: import_timeout(120),
             refresh: false,
             allow_replace: Vec::new(),

@@ -94,12 +94,23 @@ pub fn load(cache: &Path, component: &str) -> Option<Measured> {
 
 /// Gives every build step of `plan` this machine's measurement of its component as its memory
 /// estimate, where there is one, with the jobs that fit it (unless `--jobs` said); the others
-/// keep the recipe's `memory_per_job`.
+/// keep the recipe's `memory_per_job`. A build whose CUDA compiles go through the memory gate
+/// and whose units were measured here ([`super::unit_memory`]) is sized by those figures
+/// instead: as many jobs as the smallest unit allows in the memory available (at most the
+/// CPUs), the largest unit as its figure per job, and that memory (at most the jobs times the
+/// largest) as the limit its gate keeps the compiles within.
 pub fn apply(plan: &mut Plan, cache: &Path, machine: &MachineFacts, explicit_jobs: Option<usize>) {
     let host = host();
     for step in &mut plan.steps {
         let Some(spec) = step.build.as_mut() else { continue };
-        if let Some(m) = load(cache, &step.name) {
+        let units = spec.nvcc.as_ref().and_then(|_| super::unit_memory::load(cache, &step.name));
+        if let Some((u, (small, large))) = units.as_ref().and_then(|u| Some((u, u.range()?))) {
+            spec.jobs = crate::resolve::plan::jobs_for(Some(small), machine, explicit_jobs);
+            let all_large = large.saturating_mul(spec.jobs as u64);
+            spec.memory_limit = Some(machine.memory_available.map_or(all_large, |m| m.min(all_large)));
+            spec.memory_per_job = Some(large);
+            spec.memory_from = Some(u.describe(&host));
+        } else if let Some(m) = load(cache, &step.name) {
             let per_job = m.per_job();
             spec.memory_per_job = Some(per_job);
             spec.jobs = crate::resolve::plan::jobs_for(Some(per_job), machine, explicit_jobs);

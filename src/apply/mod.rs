@@ -23,6 +23,7 @@
 
 mod blame;
 mod commit;
+pub mod gate;
 pub mod compile;
 pub mod events;
 pub mod failure;
@@ -42,6 +43,7 @@ pub mod source;
 mod step;
 mod tools;
 pub mod txn;
+pub mod unit_memory;
 mod wheel;
 mod wheel_files;
 /// The wheel cache lives in the store; builds reach it here.
@@ -188,6 +190,8 @@ pub struct Context<'a> {
     pub keep_done: bool,
     /// Build requirements installed once per set for the run's builds.
     pub overlays: overlay::Shared,
+    /// `--memory-limit`: the memory the run's builds may hold together, at most.
+    pub memory_limit: Option<u64>,
 }
 
 /// What a run did: an outcome per step reached (in plan order), the first failure, and any

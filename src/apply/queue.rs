@@ -34,7 +34,7 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
         reporter.step_started(step);
         q.finished(i, step, outcome(step, Instant::now(), StepResult::Kept, None), reporter);
     }
-    let mut budget = schedule::Budget::now(cx.machine);
+    let mut budget = schedule::Budget::now(cx.machine, cx.memory_limit);
     let mut txn = Txn::new(cx);
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel();
@@ -45,8 +45,8 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
                 if !q.may_start(i, &waits[i]) {
                     continue;
                 }
-                let (jobs, per_job) = step.build.as_ref().map_or((1, None), |b| (b.jobs, b.memory_per_job));
-                let Some(claim) = budget.claim(jobs, per_job, *running) else {
+                let (jobs, memory) = step.build.as_ref().map_or((1, None), |b| (b.jobs, b.memory()));
+                let Some(claim) = budget.claim(jobs, memory, *running) else {
                     continue;
                 };
                 reporter.step_started(step);

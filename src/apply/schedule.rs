@@ -43,20 +43,25 @@ impl Budget {
         }
     }
 
-    /// The machine's CPUs and the memory available now.
-    pub fn now(machine: &MachineFacts) -> Budget {
-        Budget::new(
-            machine.cpus,
-            crate::probe::machine::memory_available().or(machine.memory_available),
-        )
+    /// The machine's CPUs and the memory available now, at most `limit` (`--memory-limit`).
+    pub fn now(machine: &MachineFacts, limit: Option<u64>) -> Budget {
+        let free = crate::probe::machine::memory_available().or(machine.memory_available);
+        let memory = match (free, limit) {
+            (Some(f), Some(l)) => Some(f.min(l)),
+            (f, l) => f.or(l),
+        };
+        Budget::new(machine.cpus, memory)
     }
 
-    /// Claims `jobs` jobs of `per_job` bytes each for a build; `None` while they do not fit
-    /// beside the `running` builds. The CPUs claimed are at most the machine's (`--jobs` may ask
-    /// for more), the memory at most what is free; with nothing running a build always starts.
-    pub fn claim(&mut self, jobs: usize, per_job: Option<u64>, running: usize) -> Option<Claim> {
+    /// Claims `jobs` jobs holding `memory` bytes together for a build ([`BuildSpec::memory`]);
+    /// `None` while they do not fit beside the `running` builds. The CPUs claimed are at most
+    /// the machine's (`--jobs` may ask for more), the memory at most what is free; with nothing
+    /// running a build always starts.
+    ///
+    /// [`BuildSpec::memory`]: crate::resolve::spec::BuildSpec::memory
+    pub fn claim(&mut self, jobs: usize, memory: Option<u64>, running: usize) -> Option<Claim> {
         let cpus = jobs.min(self.total_cpus);
-        let memory = per_job.unwrap_or(0).saturating_mul(jobs as u64);
+        let memory = memory.unwrap_or(0);
         let fits = cpus <= self.cpus && self.memory.is_none_or(|free| memory <= free);
         if running > 0 && !fits {
             return None;
@@ -121,7 +126,7 @@ mod tests {
     fn builds_start_with_their_planned_jobs_once_those_fit() {
         // 16 CPUs, 40 GiB: a 4-job build of 10 GiB a job takes all the memory; the next waits.
         let mut b = Budget::new(16, Some(40 * GIB));
-        let big = b.claim(4, Some(10 * GIB), 0).unwrap();
+        let big = b.claim(4, Some(4 * 10 * GIB), 0).unwrap();
         assert_eq!(big.jobs, 4);
         assert_eq!(b.claim(1, Some(GIB), 1), None);
         // A build that needs no memory fits in the CPUs left, with the jobs it was planned.
@@ -145,7 +150,7 @@ mod tests {
         assert_eq!(b.claim(2, None, 0).map(|c| c.jobs), Some(2));
         // More memory than is free: with nothing running it still starts, with its planned jobs.
         let mut b = Budget::new(8, Some(GIB));
-        assert_eq!(b.claim(2, Some(4 * GIB), 0).map(|c| c.jobs), Some(2));
+        assert_eq!(b.claim(2, Some(2 * 4 * GIB), 0).map(|c| c.jobs), Some(2));
         // --jobs is taken as given, even beyond the CPUs; the next build waits for a free CPU.
         let mut b = Budget::new(2, None);
         let wide = b.claim(4, None, 0).unwrap();

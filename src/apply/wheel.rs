@@ -110,11 +110,17 @@ impl WheelJob<'_> {
     fn wheel(&self, values: &mut RunValues, wheel_dir: &Path) -> Result<usize, BuildFailure> {
         let mut killed = 0;
         loop {
+            let gate = self.work.join("gate");
+            values.gate = super::unit_memory::open_gate(&gate, &self.cx.cache, &self.step.name, self.spec, values.jobs, self.src);
             let argv = BuildSpec::argv(&self.spec.wheel, values);
             self.reporter.phase(self.step, Phase::Wheel, &jobs_text(values.jobs));
             let usage = Arc::new(Usage::default());
             let command = self.command(Phase::Wheel, argv, values)?.measure(usage.clone());
-            let Err(e) = self.watched(&command) else {
+            let ran = self.watched(&command);
+            // What each unit took, whether the build got to the end or not.
+            let version = self.step.version.as_deref();
+            let _ = super::unit_memory::keep(&self.cx.cache, &self.step.name, version, &gate.join(super::gate::MEASURED));
+            let Err(e) = ran else {
                 self.measured(usage.peak(), values.jobs);
                 return Ok(killed);
             };
@@ -311,6 +317,7 @@ fn run_values(spec: &BuildSpec, src: &Path, wheel_dir: &Path, overlay: &Path) ->
         front_end: String::new(),
         compile_cache: None,
         inputs: Default::default(),
+        gate: None,
     }
 }
 

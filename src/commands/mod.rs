@@ -8,6 +8,7 @@ mod bundle;
 mod cache;
 mod check;
 mod doctor;
+pub mod gate;
 mod install;
 mod lock;
 mod plan;

@@ -364,7 +364,7 @@ pub fn on_interrupt() {
 
 /// The fields of `/proc/PID/stat` after the state: index 0 is field 4 (ppid), 1 the group.
 /// `None` for a process that is gone, and for a zombie (killed; only its status is left).
-fn stat(pid: u32) -> Option<Vec<u64>> {
+pub(super) fn stat(pid: u32) -> Option<Vec<u64>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut fields = text[text.rfind(')')? + 1..].split_whitespace();
     if fields.next()? == "Z" {

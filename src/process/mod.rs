@@ -14,6 +14,7 @@
 mod capped;
 pub mod group;
 mod log;
+pub mod tree;
 pub mod secrets;
 mod wait;
 

@@ -69,6 +69,10 @@ pub fn human(plan: &Plan, python: &Path, version: &str) {
         {
             println!("       memory per job: {} ({from})", crate::apply::memory::human(bytes));
         }
+        if let Some(limit) = st.build.as_ref().and_then(|b| b.memory_limit) {
+            let limit = crate::apply::memory::human(limit);
+            println!("       memory for its CUDA compiles together: {limit} (each waits until its unit's figure fits)");
+        }
         for (k, v) in &st.runtime_env {
             println!("       at run time: {k}={}", secrets::mask_urls(v));
         }

@@ -65,6 +65,9 @@ pub struct RunValues {
     pub compile_cache: Option<(String, bool)>,
     /// Where each build input was fetched, by name (`<input NAME>` in the plan).
     pub inputs: BTreeMap<String, String>,
+    /// kiln's own program and the memory gate's directory for this build; `None`: the
+    /// compiles run without the gate.
+    pub gate: Option<(String, String)>,
 }
 
 impl RunValues {
@@ -80,6 +83,7 @@ impl RunValues {
             front_end: "<kiln's PEP 517 front end>".into(),
             compile_cache: Some(("<sccache socket>".into(), true)),
             inputs: BTreeMap::new(),
+            gate: Some(("kiln".into(), "<gate dir>".into())),
         }
     }
 }
@@ -136,6 +140,13 @@ pub struct BuildSpec {
     pub jobs: usize,
     /// Memory one job takes, which the scheduler reserves for each.
     pub memory_per_job: Option<u64>,
+    /// The memory the build's CUDA compiles may hold together, where the plan sized its jobs
+    /// by figures per translation unit: the scheduler reserves it for the build (instead of
+    /// jobs times `memory_per_job`) and the memory gate keeps the compiles within it.
+    pub memory_limit: Option<u64>,
+    /// This machine's nvcc: the memory gate runs it (`PYTORCH_NVCC`,
+    /// `CMAKE_CUDA_COMPILER_LAUNCHER`); `None` without a CUDA toolkit.
+    pub nvcc: Option<String>,
     /// Where that figure came from (the recipe, or a build measured on this machine), as the
     /// plan shows it; `None` when there is no figure.
     pub memory_from: Option<String>,
@@ -253,6 +264,8 @@ impl BuildSpec {
         Ok(BuildSpec {
             jobs: vars.jobs,
             memory_per_job: build.memory_per_job,
+            memory_limit: None,
+            nvcc: None,
             memory_from: build.memory_per_job.map(|_| "the recipe's memory_per_job".to_string()),
             requires: build.requires.clone(),
             cargo_manifest: build.cargo_manifest.clone(),
@@ -269,6 +282,13 @@ impl BuildSpec {
         })
     }
 
+    /// The memory the build holds while it compiles: the limit its gate keeps to, else its
+    /// jobs times the memory per job.
+    pub fn memory(&self) -> Option<u64> {
+        self.memory_limit
+            .or_else(|| self.memory_per_job.map(|p| p.saturating_mul(self.jobs as u64)))
+    }
+
     /// The environment with the run's values filled in.
     pub fn env_with(&self, v: &RunValues) -> BTreeMap<String, String> {
         let mut env: BTreeMap<String, String> = self.env.iter().map(|(k, a)| (k.clone(), a.render(v))).collect();
@@ -278,6 +298,21 @@ impl BuildSpec {
             for (k, val) in wiring.env(socket, *cuda, recipe_cxx.as_deref()) {
                 env.entry(k).or_insert(val);
             }
+        }
+        if let (Some(nvcc), Some((kiln, dir))) = (&self.nvcc, &v.gate) {
+            // The memory gate in front of each CUDA compile, and of sccache where it wraps nvcc;
+            // a recipe's own value of either variable wins.
+            let sccache = v.compile_cache.as_ref().filter(|(_, cuda)| *cuda).and(self.compile_cache.as_ref());
+            let sccache = sccache.map(|(_, w)| w.sccache.as_str());
+            if !self.env.contains_key("PYTORCH_NVCC") {
+                let behind = sccache.map(|s| format!("{s} ")).unwrap_or_default();
+                env.insert("PYTORCH_NVCC".into(), format!("{kiln} gate -- {behind}{nvcc}"));
+            }
+            if !self.env.contains_key("CMAKE_CUDA_COMPILER_LAUNCHER") {
+                let behind = sccache.map(|s| format!(";{s}")).unwrap_or_default();
+                env.insert("CMAKE_CUDA_COMPILER_LAUNCHER".into(), format!("{kiln};gate;--{behind}"));
+            }
+            env.insert(crate::apply::gate::VAR.into(), dir.clone());
         }
         env
     }
@@ -318,6 +353,9 @@ impl Serialize for BuildSpec {
         if let Some(bytes) = self.memory_per_job {
             m.serialize_entry("memory_per_job", &bytes)?;
             m.serialize_entry("memory_per_job_from", &self.memory_from)?;
+        }
+        if let Some(bytes) = self.memory_limit {
+            m.serialize_entry("memory_limit", &bytes)?;
         }
         if let Some((backend, _)) = &self.compile_cache {
             m.serialize_entry("compile_cache", backend)?;
@@ -412,6 +450,7 @@ mod tests {
             front_end: "/w/kiln_build_wheel.py".into(),
             compile_cache: None,
             inputs: BTreeMap::new(),
+            gate: None,
         };
         let env = spec.env_with(&run);
         assert_eq!(env["MAX_JOBS"], "3");

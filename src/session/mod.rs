@@ -173,6 +173,10 @@ impl Session {
         let (python, python_source) = python::choose(settings.python.as_deref()).map_err(SessionError::Python)?;
         let mut machine = probe::cache::machine_facts(&settings.cache_dir, settings.refresh, probe::machine::probe);
         resolve::driver_table::complete(&mut machine).map_err(|e| SessionError::Usage(e.to_string()))?;
+        // `--memory-limit`: what the plan sizes jobs by is at most what the user gave.
+        if let Some(cap) = settings.memory_limit {
+            machine.memory_available = Some(machine.memory_available.map_or(cap, |m| m.min(cap)));
+        }
         let (archs, arch_source) = match &settings.archs {
             Some(a) => (a.clone(), "--arch".to_string()),
             None => (machine.gpu_archs(), format!("GPUs ({})", machine.gpu_source)),

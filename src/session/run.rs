@@ -49,6 +49,7 @@ impl Session {
                 )
             }),
             keep_done: settings.keep_done,
+            memory_limit: settings.memory_limit,
             overlays: apply::overlay::Shared::new(&settings.cache_dir),
         };
         let events_path = logs.join("events.jsonl");

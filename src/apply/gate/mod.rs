@@ -1,0 +1,165 @@
+//! The memory gate: what kiln puts in front of every CUDA compile of a build
+//! (`kiln gate -- [sccache] nvcc ARGS`, through torch's `PYTORCH_NVCC` and CMake's
+//! `CMAKE_CUDA_COMPILER_LAUNCHER`; the wiring is [`crate::resolve::spec::BuildSpec::env_with`]).
+//! Each compile is one translation unit, and units differ: flash-attn's hdim256 kernels take
+//! more memory than its hdim64 ones, and a unit compiled for four archs with `--threads 2`
+//! holds two compilers at once where a narrowed one holds one. So the gate
+//! - names the unit (its source file, relative to the build's source tree),
+//! - waits until the unit's estimate fits beside the units compiling now, within the memory the
+//!   build was given ([`slots`]); the estimate is what this unit took when it was last built on
+//!   this machine ([`super::unit_memory`]), else the build's figure per job,
+//! - runs the compiler, sampling the summed resident memory of it and everything it starts
+//!   ([`crate::process::tree`]), and appends what the unit took to `units.jsonl` in the gate's
+//!   directory, which the build keeps for the next plan.
+//!
+//! Outside a build (no `KILN_GATE`), or with a config it cannot read, it only runs the command.
+//! It deliberately measures nothing behind sccache (the compile runs in sccache's server, not
+//! under the gate) and gates only what it is put in front of: host C++ compiles are not
+//! counted. The compiler's exit status (or the signal that killed it) is the gate's own.
+
+pub mod slots;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The variable that names the gate's directory in a build's environment.
+pub const VAR: &str = "KILN_GATE";
+/// The gate's config in that directory, written by the build before the compiles.
+pub const CONFIG: &str = "gate.json";
+/// What the units took, one JSON line per compile, appended by the gates.
+pub const MEASURED: &str = "units.jsonl";
+
+/// What the build tells its gates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// The memory the build's CUDA compiles may hold together; `None`: no limit, only measure.
+    pub limit: Option<u64>,
+    /// The estimate of a unit with no figure of its own.
+    pub default: Option<u64>,
+    /// The figures per unit measured on this machine.
+    #[serde(default)]
+    pub units: std::collections::BTreeMap<String, u64>,
+    /// The source tree the units are named relative to.
+    pub src: PathBuf,
+}
+
+/// What one compile took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnitRun {
+    pub unit: String,
+    /// The peak of the summed resident memory of the compiler and what it started, in bytes.
+    pub peak: u64,
+    pub seconds: f64,
+    pub ok: bool,
+}
+
+/// The source file a compiler command compiles: the argument after `-c` when it is a source
+/// file, else the last argument that names one; relative to `src` where it lies inside it.
+pub fn unit_of(args: &[OsString], src: &Path) -> Option<String> {
+    const SOURCES: &[&str] = &["cu", "cpp", "cc", "cxx", "c", "C"];
+    let is_source = |a: &OsString| {
+        Path::new(a)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| SOURCES.contains(&e))
+    };
+    let after_c = args.windows(2).find(|w| w[0] == "-c" && is_source(&w[1])).map(|w| &w[1]);
+    let file = after_c.or_else(|| args.iter().rev().find(|a| is_source(a)))?;
+    let path = Path::new(file);
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let rel = canon(path)
+        .strip_prefix(canon(src))
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| path.to_path_buf());
+    Some(rel.to_string_lossy().into_owned())
+}
+
+/// Runs `argv` (the compiler command) through the gate of `dir` (the build's `KILN_GATE`);
+/// says how it ended. Without a directory or a readable config it only runs the command.
+pub fn run(argv: &[OsString], dir: Option<&Path>, told: &mut dyn FnMut(&slots::Waiting)) -> Result<Ended, String> {
+    let (program, args) = argv.split_first().ok_or("kiln gate: no command to run (`kiln gate -- nvcc ...`)")?;
+    let config = dir.and_then(|d| {
+        let bytes = std::fs::read(d.join(CONFIG)).ok()?;
+        serde_json::from_slice::<Config>(&bytes).ok().map(|c| (d, c))
+    });
+    let Some((dir, config)) = config else {
+        return spawn_and_wait(program, args).map(|(ended, _)| ended);
+    };
+    let unit = unit_of(args, &config.src);
+    let name = unit.clone().unwrap_or_else(|| "<no source file>".into());
+    let estimate = unit
+        .as_ref()
+        .and_then(|u| config.units.get(u))
+        .copied()
+        .or(config.default)
+        .unwrap_or(0);
+    let _slot = match config.limit {
+        Some(limit) => Some(slots::enter(dir, &name, estimate, limit, told).map_err(|e| format!("kiln gate: {}: {e}", dir.display()))?),
+        None => None,
+    };
+    let start = Instant::now();
+    let (ended, peak) = spawn_and_wait(program, args)?;
+    let behind_sccache = Path::new(program).file_name().is_some_and(|n| n == "sccache");
+    if let (Some(unit), false) = (unit, behind_sccache) {
+        let line = UnitRun {
+            unit,
+            peak,
+            seconds: start.elapsed().as_secs_f64(),
+            ok: ended == Ended::Code(0),
+        };
+        // One short line in one append: gates running side by side never interleave.
+        if let Ok(mut text) = serde_json::to_string(&line) {
+            text.push('\n');
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(MEASURED));
+            let _ = file.and_then(|mut f| f.write_all(text.as_bytes()));
+        }
+    }
+    Ok(ended)
+}
+
+/// How the compiler ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Runs the command to its end, sampling its tree's memory: four samples a second for the
+/// first two seconds, then two. Returns how it ended and the peak (at least the largest
+/// process's own peak, from the kernel's accounting of waited-for children).
+fn spawn_and_wait(program: &OsString, args: &[OsString]) -> Result<(Ended, u64), String> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .spawn()
+        .map_err(|e| format!("kiln gate: cannot run {}: {e}", program.to_string_lossy()))?;
+    let start = Instant::now();
+    let mut peak = 0;
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|e| format!("kiln gate: lost the compiler: {e}"))? {
+            break s;
+        }
+        peak = peak.max(crate::process::tree::resident(child.id()));
+        let pause = if start.elapsed() < Duration::from_secs(2) { 250 } else { 500 };
+        std::thread::sleep(Duration::from_millis(pause));
+    };
+    // SAFETY: getrusage writes into the struct it is given.
+    let largest = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
+        u64::try_from(u.ru_maxrss).unwrap_or(0) * 1024
+    };
+    let ended = match (status.code(), status.signal()) {
+        (Some(c), _) => Ended::Code(c),
+        (None, Some(s)) => Ended::Signal(s),
+        _ => Ended::Code(1),
+    };
+    Ok((ended, peak.max(largest)))
+}
+
+#[cfg(test)]
+mod tests;

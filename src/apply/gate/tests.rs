@@ -1,0 +1,62 @@
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::*;
+
+fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
+
+#[test]
+fn a_unit_is_its_source_file_within_the_source_tree() {
+    let src = tempfile::tempdir().unwrap();
+    let file = src.path().join("csrc").join("k_hdim64.cu");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "").unwrap();
+    let f = file.display().to_string();
+    // torch's ninja rule: flags, -c, the source, -o, then more flags.
+    let args = os(&["--use_fast_math", "-c", &f, "-o", "k.o", "-gencode", "arch=compute_90,code=sm_90"]);
+    assert_eq!(unit_of(&args, src.path()).as_deref(), Some("csrc/k_hdim64.cu"));
+    // CMake's: the source last, after -c -x cu.
+    let args = os(&["-x", "cu", "-c", "-o", "k.o", &f]);
+    assert_eq!(unit_of(&args, src.path()).as_deref(), Some("csrc/k_hdim64.cu"));
+    // Outside the tree: the path as given. A link: no unit.
+    let elsewhere = unit_of(&os(&["-c", "/tmp/gen/x.cu"]), src.path());
+    assert_eq!(elsewhere.as_deref(), Some("/tmp/gen/x.cu"));
+    assert_eq!(unit_of(&os(&["-shared", "a.o", "b.o", "-o", "x.so"]), src.path()), None);
+}
+
+/// A "compiler" that holds `mib` MiB for a moment: a real process tree (sh, then python).
+fn hog(src: &Path, name: &str, mib: u32) -> Vec<OsString> {
+    let file = src.join(name);
+    std::fs::write(&file, "").unwrap();
+    let script = format!("python3 -c 'import time; b = bytearray({mib} << 20); time.sleep(0.8)'");
+    os(&["sh", "-c", &script, "-c", &file.display().to_string()])
+}
+
+#[test]
+fn the_gate_runs_the_compile_and_keeps_what_its_tree_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let config = Config { limit: Some(1 << 40), default: None, units: Default::default(), src: src.clone() };
+    std::fs::write(dir.path().join(CONFIG), serde_json::to_vec(&config).unwrap()).unwrap();
+    let ended = run(&hog(&src, "big.cu", 96), Some(dir.path()), &mut |_| {}).unwrap();
+    assert_eq!(ended, Ended::Code(0));
+    let failing = os(&["sh", "-c", "exit 3", "-c", &src.join("big.cu").display().to_string()]);
+    assert_eq!(run(&failing, Some(dir.path()), &mut |_| {}).unwrap(), Ended::Code(3));
+    let lines: Vec<UnitRun> = std::fs::read_to_string(dir.path().join(MEASURED))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!((lines[0].unit.as_str(), lines[0].ok), ("big.cu", true));
+    assert!(lines[0].peak >= 96 << 20, "{lines:?}");
+    assert!(lines[0].seconds >= 0.8, "{lines:?}");
+    assert!(!lines[1].ok);
+    // Outside a build: the command runs, nothing is kept.
+    let plain = run(&os(&["sh", "-c", "kill -TERM $$"]), None, &mut |_| {}).unwrap();
+    assert_eq!(plain, Ended::Signal(15));
+    assert!(run(&os(&["/no/such/compiler"]), None, &mut |_| {}).unwrap_err().contains("cannot run"));
+}

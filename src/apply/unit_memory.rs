@@ -1,0 +1,164 @@
+//! Memory per translation unit, measured: what each CUDA compile of a component took on this
+//! machine (the gate's `units.jsonl`, [`super::gate`]), kept under
+//! `<cache>/memory/<host>/<component>.units.json`, the latest figure of each unit winning. The
+//! next plan of the component on this machine schedules by these figures: its compile jobs are
+//! as many as the smallest unit allows within the memory the build may use, and the gate lets
+//! each unit in only while the figures of the units compiling fit that memory, so a build whose
+//! units differ (flash-attn's hdim64 and hdim256, one arch or four) runs more of the small ones
+//! at once than one figure per job would allow.
+//!
+//! It deliberately ignores how a unit will differ next time (another version, other flags): a
+//! unit's latest measurement is its estimate, and a unit never measured takes the largest
+//! figure of its component.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::gate::UnitRun;
+
+/// One component's units, as measured on this machine.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnitRecords {
+    pub component: String,
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Peak bytes of each unit's compile, by unit (its source, relative to the source tree).
+    pub units: BTreeMap<String, u64>,
+}
+
+impl UnitRecords {
+    /// The smallest and the largest figure.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        Some((*self.units.values().min()?, *self.units.values().max()?))
+    }
+
+    /// `measured per unit on gpu-node-1: 8 units, 1.9 GiB to 3.7 GiB (flash-attn 2.8.3)`.
+    pub fn describe(&self, host: &str) -> String {
+        let (lo, hi) = self.range().unwrap_or_default();
+        let version = self.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+        let n = self.units.len();
+        format!(
+            "measured per unit on {host}: {n} unit{}, {} to {} ({}{version})",
+            if n == 1 { "" } else { "s" },
+            super::memory::human(lo),
+            super::memory::human(hi),
+            self.component
+        )
+    }
+}
+
+fn path(cache: &Path, host: &str, component: &str) -> PathBuf {
+    cache.join("memory").join(host).join(format!("{component}.units.json"))
+}
+
+/// This machine's figures for `component`'s units, if any.
+pub fn load(cache: &Path, component: &str) -> Option<UnitRecords> {
+    crate::state::cached_json::<UnitRecords>(&path(cache, &super::memory::host(), component))
+        .filter(|r| !r.units.is_empty())
+}
+
+/// Adds what the gates of one build wrote to `measured` (`units.jsonl`) to this machine's
+/// figures for `component`: each unit that compiled takes its new figure. Returns how many
+/// units were kept.
+pub fn keep(cache: &Path, component: &str, version: Option<&str>, measured: &Path) -> std::io::Result<usize> {
+    let Ok(text) = std::fs::read_to_string(measured) else { return Ok(0) };
+    let runs: Vec<UnitRun> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<UnitRun>(l).ok())
+        .filter(|r| r.ok && r.peak > 0)
+        .collect();
+    if runs.is_empty() {
+        return Ok(0);
+    }
+    let mut records = load(cache, component).unwrap_or_else(|| UnitRecords {
+        component: component.to_string(),
+        ..UnitRecords::default()
+    });
+    records.version = version.map(str::to_string);
+    for r in &runs {
+        records.units.insert(r.unit.clone(), r.peak);
+    }
+    let p = path(cache, &super::memory::host(), component);
+    let bytes = serde_json::to_vec_pretty(&records).map_err(std::io::Error::other)?;
+    crate::store::atomic::write(&p, &bytes, crate::store::atomic::Sync::Cache)?;
+    Ok(runs.len())
+}
+
+/// The gate's view of the records: the figure of each unit, and the largest as the estimate of
+/// a unit never measured.
+pub fn gate_figures(records: Option<&UnitRecords>) -> (BTreeMap<String, u64>, Option<u64>) {
+    match records {
+        Some(r) => (r.units.clone(), r.range().map(|(_, hi)| hi)),
+        None => (BTreeMap::new(), None),
+    }
+}
+
+/// Opens the memory gate for one attempt of a build of `component` with `jobs` jobs: writes its
+/// config into `dir` (the limit the plan gave, shrunk with the jobs after an OOM kill; this
+/// machine's figures per unit, else the plan's figure per job) and returns the run's values for
+/// it: kiln's own program and `dir`. `None` (the compiles run without the gate) where the build
+/// has no nvcc or kiln cannot name its own program.
+pub fn open_gate(
+    dir: &Path,
+    cache: &Path,
+    component: &str,
+    spec: &crate::resolve::spec::BuildSpec,
+    jobs: usize,
+    src: &Path,
+) -> Option<(String, String)> {
+    spec.nvcc.as_ref()?;
+    let kiln = std::env::current_exe().ok()?;
+    let (units, largest) = gate_figures(load(cache, component).as_ref());
+    let limit = spec
+        .memory_limit
+        .map(|l| l.saturating_mul(jobs as u64) / spec.jobs.max(1) as u64);
+    let config = super::gate::Config {
+        limit,
+        default: largest.or(spec.memory_per_job),
+        units,
+        src: src.to_path_buf(),
+    };
+    std::fs::create_dir_all(dir).ok()?;
+    let _ = std::fs::remove_file(dir.join(super::gate::MEASURED));
+    let bytes = serde_json::to_vec(&config).ok()?;
+    std::fs::write(dir.join(super::gate::CONFIG), bytes).ok()?;
+    Some((kiln.display().to_string(), dir.display().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_gates_measured_is_kept_per_unit_and_the_latest_wins() {
+        let cache = tempfile::tempdir().unwrap();
+        let measured = cache.path().join("units.jsonl");
+        let line = |unit: &str, peak: u64, ok: bool| {
+            serde_json::to_string(&UnitRun { unit: unit.into(), peak, seconds: 1.0, ok }).unwrap()
+        };
+        let lines = [
+            line("csrc/hdim64.cu", 2 << 30, true),
+            line("csrc/hdim256.cu", 4 << 30, true),
+            line("csrc/broken.cu", 9 << 30, false),
+            "torn".into(),
+        ];
+        std::fs::write(&measured, lines.join("\n")).unwrap();
+        assert_eq!(keep(cache.path(), "flash-attn", Some("2.8.3"), &measured).unwrap(), 2);
+        let r = load(cache.path(), "flash-attn").unwrap();
+        assert_eq!(r.range(), Some((2 << 30, 4 << 30)));
+        assert_eq!(
+            r.describe("node-1"),
+            "measured per unit on node-1: 2 units, 2.0 GiB to 4.0 GiB (flash-attn 2.8.3)"
+        );
+        // A later build measures hdim64 again: its new figure replaces the old, hdim256 stays.
+        std::fs::write(&measured, line("csrc/hdim64.cu", 1 << 30, true)).unwrap();
+        keep(cache.path(), "flash-attn", Some("2.8.4"), &measured).unwrap();
+        let (units, default) = gate_figures(load(cache.path(), "flash-attn").as_ref());
+        assert_eq!(units["csrc/hdim64.cu"], 1 << 30);
+        assert_eq!(default, Some(4 << 30));
+        assert_eq!(keep(cache.path(), "other", None, &cache.path().join("none.jsonl")).unwrap(), 0);
+        assert_eq!(load(cache.path(), "other"), None);
+    }
+}
