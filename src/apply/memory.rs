@@ -103,7 +103,10 @@ pub fn apply(plan: &mut Plan, cache: &Path, machine: &MachineFacts, explicit_job
     let host = host();
     for step in &mut plan.steps {
         let Some(spec) = step.build.as_mut() else { continue };
-        let units = spec.nvcc.as_ref().and_then(|_| super::unit_memory::load(cache, &step.name));
+        let units = spec
+            .nvcc
+            .as_ref()
+            .and_then(|_| super::unit_memory::load(cache, &step.name));
         if let Some((u, (small, large))) = units.as_ref().and_then(|u| Some((u, u.range()?))) {
             spec.jobs = crate::resolve::plan::jobs_for(Some(small), machine, explicit_jobs);
             let all_large = large.saturating_mul(spec.jobs as u64);

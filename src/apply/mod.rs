@@ -23,10 +23,10 @@
 
 mod blame;
 mod commit;
-pub mod gate;
 pub mod compile;
 pub mod events;
 pub mod failure;
+pub mod gate;
 pub mod guarded;
 pub mod inputs;
 pub mod install;

@@ -63,7 +63,9 @@ pub fn load(cache: &Path, component: &str) -> Option<UnitRecords> {
 /// figures for `component`: each unit that compiled takes its new figure. Returns how many
 /// units were kept.
 pub fn keep(cache: &Path, component: &str, version: Option<&str>, measured: &Path) -> std::io::Result<usize> {
-    let Ok(text) = std::fs::read_to_string(measured) else { return Ok(0) };
+    let Ok(text) = std::fs::read_to_string(measured) else {
+        return Ok(0);
+    };
     let runs: Vec<UnitRun> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<UnitRun>(l).ok())
@@ -136,7 +138,13 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let measured = cache.path().join("units.jsonl");
         let line = |unit: &str, peak: u64, ok: bool| {
-            serde_json::to_string(&UnitRun { unit: unit.into(), peak, seconds: 1.0, ok }).unwrap()
+            serde_json::to_string(&UnitRun {
+                unit: unit.into(),
+                peak,
+                seconds: 1.0,
+                ok,
+            })
+            .unwrap()
         };
         let lines = [
             line("csrc/hdim64.cu", 2 << 30, true),
@@ -158,7 +166,10 @@ mod tests {
         let (units, default) = gate_figures(load(cache.path(), "flash-attn").as_ref());
         assert_eq!(units["csrc/hdim64.cu"], 1 << 30);
         assert_eq!(default, Some(4 << 30));
-        assert_eq!(keep(cache.path(), "other", None, &cache.path().join("none.jsonl")).unwrap(), 0);
+        assert_eq!(
+            keep(cache.path(), "other", None, &cache.path().join("none.jsonl")).unwrap(),
+            0
+        );
         assert_eq!(load(cache.path(), "other"), None);
     }
 }

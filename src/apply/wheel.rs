@@ -111,7 +111,8 @@ impl WheelJob<'_> {
         let mut killed = 0;
         loop {
             let gate = self.work.join("gate");
-            values.gate = super::unit_memory::open_gate(&gate, &self.cx.cache, &self.step.name, self.spec, values.jobs, self.src);
+            values.gate =
+                super::unit_memory::open_gate(&gate, &self.cx.cache, &self.step.name, self.spec, values.jobs, self.src);
             let argv = BuildSpec::argv(&self.spec.wheel, values);
             self.reporter.phase(self.step, Phase::Wheel, &jobs_text(values.jobs));
             let usage = Arc::new(Usage::default());
@@ -119,7 +120,12 @@ impl WheelJob<'_> {
             let ran = self.watched(&command);
             // What each unit took, whether the build got to the end or not.
             let version = self.step.version.as_deref();
-            let _ = super::unit_memory::keep(&self.cx.cache, &self.step.name, version, &gate.join(super::gate::MEASURED));
+            let _ = super::unit_memory::keep(
+                &self.cx.cache,
+                &self.step.name,
+                version,
+                &gate.join(super::gate::MEASURED),
+            );
             let Err(e) = ran else {
                 self.measured(usage.peak(), values.jobs);
                 return Ok(killed);

@@ -14,8 +14,8 @@
 mod capped;
 pub mod group;
 mod log;
-pub mod tree;
 pub mod secrets;
+pub mod tree;
 mod wait;
 
 pub use group::{INTERRUPTED_EXIT, interrupted};

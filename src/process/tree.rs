@@ -25,7 +25,10 @@ pub fn resident(pid: u32) -> u64 {
         if p == pid {
             own = rss;
         }
-        children.entry(f.first().copied().unwrap_or(0)).or_default().push((u64::from(p), rss));
+        children
+            .entry(f.first().copied().unwrap_or(0))
+            .or_default()
+            .push((u64::from(p), rss));
     }
     let mut total = own;
     let mut stack = vec![u64::from(pid)];
@@ -44,7 +47,10 @@ mod tests {
     fn a_tree_holds_what_its_children_hold() {
         // A shell whose child holds 64 MiB: the tree is at least that, the child alone too.
         let mut sh = std::process::Command::new("sh")
-            .args(["-c", "python3 -c 'import time; b = bytearray(64 << 20); time.sleep(30)' & wait"])
+            .args([
+                "-c",
+                "python3 -c 'import time; b = bytearray(64 << 20); time.sleep(30)' & wait",
+            ])
             .spawn()
             .unwrap();
         let pid = sh.id();
@@ -54,7 +60,9 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(50));
             seen = super::resident(pid);
         }
-        let _ = std::process::Command::new("pkill").args(["-P", &pid.to_string()]).status();
+        let _ = std::process::Command::new("pkill")
+            .args(["-P", &pid.to_string()])
+            .status();
         let _ = sh.kill();
         let _ = sh.wait();
         assert!(seen >= 64 << 20, "saw {seen} bytes");

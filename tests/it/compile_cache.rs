@@ -187,11 +187,13 @@ fn a_second_node_compiles_nothing_that_the_first_compiled_and_a_new_arch_compile
     let plan = stdout_json(&node2(&["plan", "--json", "--arch", "12.0"]));
     let s = step(&plan, "fixture-cuda");
     assert_eq!(s["compile_cache"], url);
-    let sccache = s["env"]["CMAKE_CUDA_COMPILER_LAUNCHER"].as_str().unwrap().to_string();
+    // CUDA compiles: kiln's memory gate, then sccache, then nvcc.
+    let launcher = s["env"]["CMAKE_CUDA_COMPILER_LAUNCHER"].as_str().unwrap().to_string();
+    let sccache = launcher.strip_prefix("kiln;gate;--;").unwrap_or_else(|| panic!("{s}"));
     assert!(sccache.ends_with("sccache"), "{s}");
     assert_eq!(
         s["env"]["PYTORCH_NVCC"],
-        format!("{sccache} {}", cuda13_0().join("bin/nvcc").display())
+        format!("kiln gate -- {sccache} {}", cuda13_0().join("bin/nvcc").display())
     );
     assert_eq!(s["env"]["SCCACHE_SERVER_UDS"], "<sccache socket>");
     // C++ through kiln's launcher, one program (torch runs `CXX` as one), in front of `c++`.

@@ -48,6 +48,7 @@ mod toolkit_parts;
 mod truth;
 mod txn;
 mod typed;
+mod unit_memory;
 mod unmanaged;
 mod verdict;
 mod wheel_stream;

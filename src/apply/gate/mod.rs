@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 /// The variable that names the gate's directory in a build's environment.
-pub const VAR: &str = "KILN_GATE";
+pub const VAR: &str = crate::resolve::spec::GATE_VAR;
 /// The gate's config in that directory, written by the build before the compiles.
 pub const CONFIG: &str = "gate.json";
 /// What the units took, one JSON line per compile, appended by the gates.
@@ -67,7 +67,10 @@ pub fn unit_of(args: &[OsString], src: &Path) -> Option<String> {
             .and_then(|e| e.to_str())
             .is_some_and(|e| SOURCES.contains(&e))
     };
-    let after_c = args.windows(2).find(|w| w[0] == "-c" && is_source(&w[1])).map(|w| &w[1]);
+    let after_c = args
+        .windows(2)
+        .find(|w| w[0] == "-c" && is_source(&w[1]))
+        .map(|w| &w[1]);
     let file = after_c.or_else(|| args.iter().rev().find(|a| is_source(a)))?;
     let path = Path::new(file);
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -81,7 +84,9 @@ pub fn unit_of(args: &[OsString], src: &Path) -> Option<String> {
 /// Runs `argv` (the compiler command) through the gate of `dir` (the build's `KILN_GATE`);
 /// says how it ended. Without a directory or a readable config it only runs the command.
 pub fn run(argv: &[OsString], dir: Option<&Path>, told: &mut dyn FnMut(&slots::Waiting)) -> Result<Ended, String> {
-    let (program, args) = argv.split_first().ok_or("kiln gate: no command to run (`kiln gate -- nvcc ...`)")?;
+    let (program, args) = argv
+        .split_first()
+        .ok_or("kiln gate: no command to run (`kiln gate -- nvcc ...`)")?;
     let config = dir.and_then(|d| {
         let bytes = std::fs::read(d.join(CONFIG)).ok()?;
         serde_json::from_slice::<Config>(&bytes).ok().map(|c| (d, c))
@@ -98,7 +103,10 @@ pub fn run(argv: &[OsString], dir: Option<&Path>, told: &mut dyn FnMut(&slots::W
         .or(config.default)
         .unwrap_or(0);
     let _slot = match config.limit {
-        Some(limit) => Some(slots::enter(dir, &name, estimate, limit, told).map_err(|e| format!("kiln gate: {}: {e}", dir.display()))?),
+        Some(limit) => Some(
+            slots::enter(dir, &name, estimate, limit, told)
+                .map_err(|e| format!("kiln gate: {}: {e}", dir.display()))?,
+        ),
         None => None,
     };
     let start = Instant::now();
@@ -114,7 +122,10 @@ pub fn run(argv: &[OsString], dir: Option<&Path>, told: &mut dyn FnMut(&slots::W
         // One short line in one append: gates running side by side never interleave.
         if let Ok(mut text) = serde_json::to_string(&line) {
             text.push('\n');
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(MEASURED));
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(MEASURED));
             let _ = file.and_then(|mut f| f.write_all(text.as_bytes()));
         }
     }
@@ -140,11 +151,18 @@ fn spawn_and_wait(program: &OsString, args: &[OsString]) -> Result<(Ended, u64),
     let start = Instant::now();
     let mut peak = 0;
     let status = loop {
-        if let Some(s) = child.try_wait().map_err(|e| format!("kiln gate: lost the compiler: {e}"))? {
+        if let Some(s) = child
+            .try_wait()
+            .map_err(|e| format!("kiln gate: lost the compiler: {e}"))?
+        {
             break s;
         }
         peak = peak.max(crate::process::tree::resident(child.id()));
-        let pause = if start.elapsed() < Duration::from_secs(2) { 250 } else { 500 };
+        let pause = if start.elapsed() < Duration::from_secs(2) {
+            250
+        } else {
+            500
+        };
         std::thread::sleep(Duration::from_millis(pause));
     };
     // SAFETY: getrusage writes into the struct it is given.

@@ -84,7 +84,12 @@ pub fn enter(dir: &Path, unit: &str, bytes: u64, limit: u64, told: &mut dyn FnMu
             })
         })?;
         match admitted {
-            None => return Ok(Slot { dir: dir.to_path_buf(), ticket: ticket.unwrap_or_default() }),
+            None => {
+                return Ok(Slot {
+                    dir: dir.to_path_buf(),
+                    ticket: ticket.unwrap_or_default(),
+                });
+            }
             Some(w) => {
                 if !std::mem::replace(&mut said, true) {
                     told(&w);
@@ -123,7 +128,9 @@ fn with_table<T>(dir: &Path, f: impl FnOnce(&mut Table) -> T) -> std::io::Result
 }
 
 fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
     // SAFETY: signal 0 only checks that the process exists.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
@@ -156,9 +163,15 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         assert!(rx.try_recv().is_err(), "b entered beside a: 11 > 10");
         drop(a);
-        let said = rx.recv_timeout(Duration::from_secs(5)).expect("b entered once a left").unwrap();
+        let said = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("b entered once a left")
+            .unwrap();
         waiter.join().unwrap();
-        assert_eq!((said.unit.as_str(), said.bytes, said.in_use, said.running), ("b.cu", 5, 6, 1));
+        assert_eq!(
+            (said.unit.as_str(), said.bytes, said.in_use, said.running),
+            ("b.cu", 5, 6, 1)
+        );
     }
 
     #[test]

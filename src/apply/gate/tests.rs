@@ -15,7 +15,15 @@ fn a_unit_is_its_source_file_within_the_source_tree() {
     std::fs::write(&file, "").unwrap();
     let f = file.display().to_string();
     // torch's ninja rule: flags, -c, the source, -o, then more flags.
-    let args = os(&["--use_fast_math", "-c", &f, "-o", "k.o", "-gencode", "arch=compute_90,code=sm_90"]);
+    let args = os(&[
+        "--use_fast_math",
+        "-c",
+        &f,
+        "-o",
+        "k.o",
+        "-gencode",
+        "arch=compute_90,code=sm_90",
+    ]);
     assert_eq!(unit_of(&args, src.path()).as_deref(), Some("csrc/k_hdim64.cu"));
     // CMake's: the source last, after -c -x cu.
     let args = os(&["-x", "cu", "-c", "-o", "k.o", &f]);
@@ -39,7 +47,12 @@ fn the_gate_runs_the_compile_and_keeps_what_its_tree_took() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
-    let config = Config { limit: Some(1 << 40), default: None, units: Default::default(), src: src.clone() };
+    let config = Config {
+        limit: Some(1 << 40),
+        default: None,
+        units: Default::default(),
+        src: src.clone(),
+    };
     std::fs::write(dir.path().join(CONFIG), serde_json::to_vec(&config).unwrap()).unwrap();
     let ended = run(&hog(&src, "big.cu", 96), Some(dir.path()), &mut |_| {}).unwrap();
     assert_eq!(ended, Ended::Code(0));
@@ -58,5 +71,9 @@ fn the_gate_runs_the_compile_and_keeps_what_its_tree_took() {
     // Outside a build: the command runs, nothing is kept.
     let plain = run(&os(&["sh", "-c", "kill -TERM $$"]), None, &mut |_| {}).unwrap();
     assert_eq!(plain, Ended::Signal(15));
-    assert!(run(&os(&["/no/such/compiler"]), None, &mut |_| {}).unwrap_err().contains("cannot run"));
+    assert!(
+        run(&os(&["/no/such/compiler"]), None, &mut |_| {})
+            .unwrap_err()
+            .contains("cannot run")
+    );
 }
