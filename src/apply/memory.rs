@@ -106,7 +106,7 @@ pub fn apply(plan: &mut Plan, cache: &Path, machine: &MachineFacts, explicit_job
         let units = spec
             .nvcc
             .as_ref()
-            .and_then(|_| super::unit_memory::load(cache, &step.name));
+            .and_then(|_| super::unit_memory::load(cache, &spec.memory_key));
         if let Some((u, (small, large))) = units.as_ref().and_then(|u| Some((u, u.range()?))) {
             spec.jobs = crate::resolve::plan::jobs_for(Some(small), machine, explicit_jobs);
             let all_large = large.saturating_mul(spec.jobs as u64);

@@ -1,7 +1,9 @@
 //! Memory per translation unit, measured: what each CUDA compile of a component took on this
 //! machine (the gate's `units.jsonl`, [`super::gate`]), kept under
-//! `<cache>/memory/<host>/<component>.units.json`, the latest figure of each unit winning. The
-//! next plan of the component on this machine schedules by these figures: its compile jobs are
+//! `<cache>/memory/<host>/<component>@<archs>.units.json` (the build's `memory_key`: a unit
+//! compiled for four archs with `--threads 2` holds two compilers at once where one compiled
+//! for one arch holds one), the latest figure of each unit winning. The next plan of the
+//! component for those archs on this machine schedules by these figures: its compile jobs are
 //! as many as the smallest unit allows within the memory the build may use, and the gate lets
 //! each unit in only while the figures of the units compiling fit that memory, so a build whose
 //! units differ (flash-attn's hdim64 and hdim256, one arch or four) runs more of the small ones
@@ -18,10 +20,11 @@ use serde::{Deserialize, Serialize};
 
 use super::gate::UnitRun;
 
-/// One component's units, as measured on this machine.
+/// One component's units for some target archs, as measured on this machine.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UnitRecords {
-    pub component: String,
+    /// The component and its target archs (`flash-attn@9.0`).
+    pub key: String,
     #[serde(default)]
     pub version: Option<String>,
     /// Peak bytes of each unit's compile, by unit (its source, relative to the source tree).
@@ -34,7 +37,7 @@ impl UnitRecords {
         Some((*self.units.values().min()?, *self.units.values().max()?))
     }
 
-    /// `measured per unit on gpu-node-1: 8 units, 1.9 GiB to 3.7 GiB (flash-attn 2.8.3)`.
+    /// `measured per unit on gpu-node-1: 8 units, 1.9 GiB to 3.7 GiB (flash-attn@9.0 2.8.3)`.
     pub fn describe(&self, host: &str) -> String {
         let (lo, hi) = self.range().unwrap_or_default();
         let version = self.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
@@ -44,25 +47,24 @@ impl UnitRecords {
             if n == 1 { "" } else { "s" },
             super::memory::human(lo),
             super::memory::human(hi),
-            self.component
+            self.key
         )
     }
 }
 
-fn path(cache: &Path, host: &str, component: &str) -> PathBuf {
-    cache.join("memory").join(host).join(format!("{component}.units.json"))
+fn path(cache: &Path, host: &str, key: &str) -> PathBuf {
+    cache.join("memory").join(host).join(format!("{key}.units.json"))
 }
 
-/// This machine's figures for `component`'s units, if any.
-pub fn load(cache: &Path, component: &str) -> Option<UnitRecords> {
-    crate::state::cached_json::<UnitRecords>(&path(cache, &super::memory::host(), component))
-        .filter(|r| !r.units.is_empty())
+/// This machine's figures for the units kept under `key` (a build's `memory_key`), if any.
+pub fn load(cache: &Path, key: &str) -> Option<UnitRecords> {
+    crate::state::cached_json::<UnitRecords>(&path(cache, &super::memory::host(), key)).filter(|r| !r.units.is_empty())
 }
 
 /// Adds what the gates of one build wrote to `measured` (`units.jsonl`) to this machine's
-/// figures for `component`: each unit that compiled takes its new figure. Returns how many
-/// units were kept.
-pub fn keep(cache: &Path, component: &str, version: Option<&str>, measured: &Path) -> std::io::Result<usize> {
+/// figures under `key`: each unit that compiled takes its new figure. Returns how many units
+/// were kept.
+pub fn keep(cache: &Path, key: &str, version: Option<&str>, measured: &Path) -> std::io::Result<usize> {
     let Ok(text) = std::fs::read_to_string(measured) else {
         return Ok(0);
     };
@@ -74,15 +76,15 @@ pub fn keep(cache: &Path, component: &str, version: Option<&str>, measured: &Pat
     if runs.is_empty() {
         return Ok(0);
     }
-    let mut records = load(cache, component).unwrap_or_else(|| UnitRecords {
-        component: component.to_string(),
+    let mut records = load(cache, key).unwrap_or_else(|| UnitRecords {
+        key: key.to_string(),
         ..UnitRecords::default()
     });
     records.version = version.map(str::to_string);
     for r in &runs {
         records.units.insert(r.unit.clone(), r.peak);
     }
-    let p = path(cache, &super::memory::host(), component);
+    let p = path(cache, &super::memory::host(), key);
     let bytes = serde_json::to_vec_pretty(&records).map_err(std::io::Error::other)?;
     crate::store::atomic::write(&p, &bytes, crate::store::atomic::Sync::Cache)?;
     Ok(runs.len())
@@ -97,7 +99,7 @@ pub fn gate_figures(records: Option<&UnitRecords>) -> (BTreeMap<String, u64>, Op
     }
 }
 
-/// Opens the memory gate for one attempt of a build of `component` with `jobs` jobs: writes its
+/// Opens the memory gate for one attempt of a build with `jobs` jobs: writes its
 /// config into `dir` (the limit the plan gave, shrunk with the jobs after an OOM kill; this
 /// machine's figures per unit, else the plan's figure per job) and returns the run's values for
 /// it: kiln's own program and `dir`. `None` (the compiles run without the gate) where the build
@@ -105,14 +107,13 @@ pub fn gate_figures(records: Option<&UnitRecords>) -> (BTreeMap<String, u64>, Op
 pub fn open_gate(
     dir: &Path,
     cache: &Path,
-    component: &str,
     spec: &crate::resolve::spec::BuildSpec,
     jobs: usize,
     src: &Path,
 ) -> Option<(String, String)> {
     spec.nvcc.as_ref()?;
     let kiln = std::env::current_exe().ok()?;
-    let (units, largest) = gate_figures(load(cache, component).as_ref());
+    let (units, largest) = gate_figures(load(cache, &spec.memory_key).as_ref());
     let limit = spec
         .memory_limit
         .map(|l| l.saturating_mul(jobs as u64) / spec.jobs.max(1) as u64);
@@ -153,17 +154,25 @@ mod tests {
             "torn".into(),
         ];
         std::fs::write(&measured, lines.join("\n")).unwrap();
-        assert_eq!(keep(cache.path(), "flash-attn", Some("2.8.3"), &measured).unwrap(), 2);
-        let r = load(cache.path(), "flash-attn").unwrap();
+        assert_eq!(
+            keep(cache.path(), "flash-attn@9.0", Some("2.8.3"), &measured).unwrap(),
+            2
+        );
+        let r = load(cache.path(), "flash-attn@9.0").unwrap();
+        assert_eq!(
+            load(cache.path(), "flash-attn@12.0"),
+            None,
+            "other archs, other figures"
+        );
         assert_eq!(r.range(), Some((2 << 30, 4 << 30)));
         assert_eq!(
             r.describe("node-1"),
-            "measured per unit on node-1: 2 units, 2.0 GiB to 4.0 GiB (flash-attn 2.8.3)"
+            "measured per unit on node-1: 2 units, 2.0 GiB to 4.0 GiB (flash-attn@9.0 2.8.3)"
         );
         // A later build measures hdim64 again: its new figure replaces the old, hdim256 stays.
         std::fs::write(&measured, line("csrc/hdim64.cu", 1 << 30, true)).unwrap();
-        keep(cache.path(), "flash-attn", Some("2.8.4"), &measured).unwrap();
-        let (units, default) = gate_figures(load(cache.path(), "flash-attn").as_ref());
+        keep(cache.path(), "flash-attn@9.0", Some("2.8.4"), &measured).unwrap();
+        let (units, default) = gate_figures(load(cache.path(), "flash-attn@9.0").as_ref());
         assert_eq!(units["csrc/hdim64.cu"], 1 << 30);
         assert_eq!(default, Some(4 << 30));
         assert_eq!(

@@ -111,8 +111,7 @@ impl WheelJob<'_> {
         let mut killed = 0;
         loop {
             let gate = self.work.join("gate");
-            values.gate =
-                super::unit_memory::open_gate(&gate, &self.cx.cache, &self.step.name, self.spec, values.jobs, self.src);
+            values.gate = super::unit_memory::open_gate(&gate, &self.cx.cache, self.spec, values.jobs, self.src);
             let argv = BuildSpec::argv(&self.spec.wheel, values);
             self.reporter.phase(self.step, Phase::Wheel, &jobs_text(values.jobs));
             let usage = Arc::new(Usage::default());
@@ -122,7 +121,7 @@ impl WheelJob<'_> {
             let version = self.step.version.as_deref();
             let _ = super::unit_memory::keep(
                 &self.cx.cache,
-                &self.step.name,
+                &self.spec.memory_key,
                 version,
                 &gate.join(super::gate::MEASURED),
             );

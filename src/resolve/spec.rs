@@ -148,6 +148,10 @@ pub struct BuildSpec {
     /// by figures per translation unit: the scheduler reserves it for the build (instead of
     /// jobs times `memory_per_job`) and the memory gate keeps the compiles within it.
     pub memory_limit: Option<u64>,
+    /// The name this build's figures per translation unit are kept under on this machine: the
+    /// component and its target archs (`flash-attn@9.0`; a unit compiled for other archs takes
+    /// other memory).
+    pub memory_key: String,
     /// This machine's nvcc: the memory gate runs it (`PYTORCH_NVCC`,
     /// `CMAKE_CUDA_COMPILER_LAUNCHER`); `None` without a CUDA toolkit.
     pub nvcc: Option<String>,
@@ -269,6 +273,7 @@ impl BuildSpec {
             jobs: vars.jobs,
             memory_per_job: build.memory_per_job,
             memory_limit: None,
+            memory_key: String::new(),
             nvcc: None,
             memory_from: build.memory_per_job.map(|_| "the recipe's memory_per_job".to_string()),
             requires: build.requires.clone(),

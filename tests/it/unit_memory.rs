@@ -25,7 +25,11 @@ fn kiln(w: &World, python: &Path, args: &[&str]) -> std::process::Output {
 /// This machine's figures per unit of fixture-cuda, from kiln's cache.
 fn units(w: &World) -> serde_json::Map<String, serde_json::Value> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    let p = w.cache.join("memory").join(host.trim()).join("fixture-cuda.units.json");
+    let p = w
+        .cache
+        .join("memory")
+        .join(host.trim())
+        .join("fixture-cuda@12.0.units.json");
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap();
     v["units"].as_object().unwrap().clone()
