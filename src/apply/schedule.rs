@@ -1,9 +1,10 @@
 //! Which step builds when. A step's build starts once every step it depends on (directly or
 //! through components the plan keeps) is installed and verified, and once the jobs the plan gave
-//! it fit what is left of the machine's CPUs and memory: each build claims its planned jobs (one
-//! CPU and `memory_per_job` each) and gives them back when its wheel is ready. The memory per job
-//! is the plan's: what an earlier build of the component measured on this machine
-//! ([`super::memory`]), else the recipe's. With nothing else running a build always starts, so a
+//! it fit what is left of the machine's CPUs and memory (at most `--memory-limit`): each build
+//! claims its planned jobs (one CPU each) and its memory (`memory_per_job` each, or the limit its
+//! memory gate keeps its CUDA compiles within, [`super::gate`]) and gives them back when its wheel
+//! is ready. The figures are the plan's: what earlier builds measured on this machine per unit
+//! ([`super::unit_memory`]) or per job ([`super::memory`]), else the recipe's. With nothing else running a build always starts, so a
 //! run never stalls. Installs are not scheduled here: they run one at a time, in the order
 //! builds finish.
 //!
