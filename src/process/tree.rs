@@ -13,6 +13,36 @@ use std::collections::HashMap;
 pub fn resident(pid: u32) -> u64 {
     // SAFETY: sysconf has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let rss = |p: u32| super::group::stat(p).and_then(|f| f.get(20).copied()).unwrap_or(0) * page;
+    // The kernel's list of each thread's children (CONFIG_PROC_CHILDREN) reads a compiler's few
+    // processes; without it, every process's parent is read from all of /proc.
+    let Some(mut stack) = children(pid) else {
+        return scanned(pid, page);
+    };
+    let mut total = rss(pid);
+    while let Some(p) = stack.pop() {
+        total += rss(p);
+        stack.extend(children(p).unwrap_or_default());
+    }
+    total
+}
+
+/// The children of every thread of `pid`; `None` where the kernel does not list them.
+fn children(pid: u32) -> Option<Vec<u32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut out = Vec::new();
+    let mut listed = false;
+    for t in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            listed = true;
+            out.extend(text.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+        }
+    }
+    (listed || !std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(out)
+}
+
+/// [`resident`] from one pass over all of `/proc`.
+fn scanned(pid: u32, page: u64) -> u64 {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0;
     };
@@ -67,5 +97,9 @@ mod tests {
         let _ = sh.wait();
         assert!(seen >= 64 << 20, "saw {seen} bytes");
         assert_eq!(super::resident(u32::MAX - 1), 0, "no such process");
+        assert!(
+            super::scanned(std::process::id(), 4096) > 0,
+            "the scan sees this process"
+        );
     }
 }
