@@ -1,7 +1,9 @@
-//! The resident memory of one process and everything it started, from `/proc`: what one
-//! compiler command (nvcc with the cicc, ptxas and fatbinary it runs, some at once under
-//! `--threads`) holds at a moment. [`wait`](super::wait) sums a whole process group instead;
-//! this follows parent links, so it sees one command among the many a build runs side by side.
+//! Processes by descent, from `/proc`: the resident memory of one process and everything it
+//! started (what one compiler command, nvcc with the cicc, ptxas and fatbinary it runs, some at
+//! once under `--threads`, holds at a moment: one command among the many a build runs side by
+//! side), and the members of process groups with all their descendants ([`groups_with_descendants`]:
+//! what [`wait`](super::wait) samples, since ninja starts each compiler in a process group of
+//! its own, so a build's group alone holds only Python and ninja).
 //!
 //! It deliberately ignores processes that left the tree (a daemon that re-parented itself, such
 //! as an sccache server): their memory is not the command's. Pages shared between members
@@ -25,6 +27,36 @@ pub fn resident(pid: u32) -> u64 {
         stack.extend(children(p).unwrap_or_default());
     }
     total
+}
+
+/// The `/proc/PID/stat` fields (as [`super::group`] reads them) of every process in the groups
+/// `pgids` and of every descendant of one, in one pass over `/proc`.
+pub(super) fn groups_with_descendants(pgids: &[u32]) -> Vec<Vec<u64>> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let all: Vec<(u64, Vec<u64>)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| Some((u64::from(p), super::group::stat(p)?)))
+        .collect();
+    let mut by_parent: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, (_, f)) in all.iter().enumerate() {
+        by_parent.entry(f.first().copied().unwrap_or(0)).or_default().push(i);
+    }
+    let in_groups = |f: &Vec<u64>| f.get(1).is_some_and(|g| pgids.iter().any(|&p| u64::from(p) == *g));
+    let mut taken = vec![false; all.len()];
+    let mut stack: Vec<usize> = (0..all.len()).filter(|&i| in_groups(&all[i].1)).collect();
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut taken[i], true) {
+            continue;
+        }
+        stack.extend(by_parent.get(&all[i].0).into_iter().flatten().copied());
+    }
+    all.into_iter()
+        .zip(taken)
+        .filter(|(_, t)| *t)
+        .map(|((_, f), _)| f)
+        .collect()
 }
 
 /// The children of every thread of `pid`; `None` where the kernel does not list them.

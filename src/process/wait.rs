@@ -1,9 +1,10 @@
 //! Waiting for a started program within its limits: an overall time limit, and for long builds a
 //! stall limit, which fires only when the program wrote nothing to its log and its whole
-//! process group used no CPU time (read from `/proc`) for that long: a compile that prints
-//! nothing for an hour but keeps a core busy is not stalled, a build blocked on a lock or a
-//! network read is. Either limit kills the whole process group. Asked to, it also samples the
-//! group's resident memory (the sum of its members' RSS from `/proc/PID/stat`, four times a
+//! process group, with every descendant (ninja starts each compiler in a group of its own),
+//! used no CPU time (read from `/proc`) for that long: a compile that prints nothing for an
+//! hour but keeps a core busy is not stalled, a build blocked on a lock or a network read is.
+//! Either limit kills the whole process group. Asked to, it also samples the resident memory of
+//! the group and its descendants (the sum of their RSS from `/proc/PID/stat`, four times a
 //! second at first, then once a second) and keeps the peak ([`Usage`]): what a build's compile
 //! jobs really took.
 //!
@@ -61,17 +62,16 @@ impl Drop for Ended {
     }
 }
 
-/// CPU time (clock ticks) and resident memory (bytes) of every process in the groups `pgids`.
+/// CPU time (clock ticks) and resident memory (bytes) of every process in the groups `pgids`
+/// and of their descendants in groups of their own (ninja's compilers).
 fn sample(pgids: &[u32]) -> (u64, u64) {
     // SAFETY: sysconf has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
     let (mut cpu, mut rss) = (0, 0);
-    for &g in pgids {
-        for (_, f) in group::members(g) {
-            // Index 0 is field 4 of /proc/PID/stat: utime..cstime are fields 14-17, rss 24.
-            cpu += f.get(10..14).map_or(0, |t| t.iter().sum::<u64>());
-            rss += f.get(20).copied().unwrap_or(0) * page;
-        }
+    for f in super::tree::groups_with_descendants(pgids) {
+        // Index 0 is field 4 of /proc/PID/stat: utime..cstime are fields 14-17, rss 24.
+        cpu += f.get(10..14).map_or(0, |t| t.iter().sum::<u64>());
+        rss += f.get(20).copied().unwrap_or(0) * page;
     }
     (cpu, rss)
 }
@@ -174,5 +174,22 @@ mod tests {
         assert!(usage.peak() >= 200 << 20, "peak {}", usage.peak());
         assert!(usage.peak() < 2000 << 20, "peak {}", usage.peak());
         assert!(usage.current() <= usage.peak());
+    }
+
+    #[test]
+    fn a_child_in_a_group_of_its_own_counts_as_ninja_starts_compilers() {
+        // The command's child moves to a process group of its own (ninja starts every compiler
+        // that way) and holds 200 MiB for a second.
+        let dir = tempfile::tempdir().unwrap();
+        let usage = Arc::new(Usage::default());
+        let code = "import os, subprocess, sys; subprocess.run([sys.executable, '-c', \
+                    'import time; b = b\"1\" * (200 << 20); time.sleep(1)'], \
+                    preexec_fn=os.setpgrp, check=True)";
+        Cmd::new("python3")
+            .args(["-c", code])
+            .measure(usage.clone())
+            .run_logged(&dir.path().join("log"))
+            .unwrap();
+        assert!(usage.peak() >= 200 << 20, "peak {}", usage.peak());
     }
 }
