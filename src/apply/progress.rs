@@ -50,10 +50,17 @@ pub fn parse(line: &str) -> Option<Line> {
     compiler_line(t).then_some(Line::Compiled)
 }
 
-/// `gcc ... -c src/a.c -o build/a.o`, `/usr/local/cuda/bin/nvcc ... -c x.cu -o x.o`.
+/// `gcc ... -c src/a.c -o build/a.o`, `/usr/local/cuda/bin/nvcc ... -c x.cu -o x.o`, also behind
+/// kiln's memory gate (`/path/kiln gate -- nvcc ...`).
 fn compiler_line(t: &str) -> bool {
-    let mut words = t.split_whitespace();
-    let Some(program) = words.next() else { return false };
+    let mut words = t.split_whitespace().peekable();
+    let Some(mut program) = words.next() else { return false };
+    if program.rsplit('/').next() == Some("kiln") && words.peek() == Some(&"gate") {
+        words.next();
+        words.next_if_eq(&"--");
+        let Some(p) = words.next() else { return false };
+        program = p;
+    }
     let base = program.rsplit('/').next().unwrap_or(program);
     let compiler = ["gcc", "g++", "cc", "c++", "clang", "clang++", "nvcc"]
         .iter()
@@ -150,7 +157,14 @@ mod tests {
             Some(Line::Compiled)
         );
         assert_eq!(parse("x86_64-linux-gnu-g++ -O2 -c a.cpp -o a.o"), Some(Line::Compiled));
+        // Behind kiln's memory gate, the compiler after it.
+        assert_eq!(
+            parse("/home/u/.cargo/bin/kiln gate -- /cuda/bin/nvcc -c a.cu -o a.o"),
+            Some(Line::Compiled)
+        );
         for other in [
+            "kiln gate -- true -c a -o b",
+            "/bin/kiln gate --",
             "[build-system]",
             "[9/3] not a status",
             "[0/0]",
