@@ -1,8 +1,10 @@
 //! Memory per compile job, measured: after a wheel command ran to the end, the peak resident
-//! memory of its process group (sampled by `process`) divided by the jobs it ran with is kept in
-//! the cache under `<cache>/memory/<host>/<component>.json`, and the next plan on that machine
-//! takes it as the step's `memory_per_job` (over the recipe's), with the jobs that fit it, and
-//! says where the figure came from. The scheduler reserves it for each job like any other.
+//! memory of its process group and their descendants (sampled by `process`) divided by the jobs
+//! it ran with is kept in the cache under `<cache>/memory/<host>/<component>.json`, and the next
+//! plan on that machine takes it as the step's `memory_per_job` (over the recipe's), with the
+//! jobs that fit it, and says where the figure came from. The scheduler reserves it for each job
+//! like any other. Where the build's CUDA units were measured one by one
+//! ([`super::unit_memory`]), those figures size it instead, within what this figure allows.
 //!
 //! The per-job figure errs high: the group's RSS is summed over its members (pages they share
 //! count once per member) and includes the front end and the build system, not only the
@@ -108,7 +110,12 @@ pub fn apply(plan: &mut Plan, cache: &Path, machine: &MachineFacts, explicit_job
             .as_ref()
             .and_then(|_| super::unit_memory::load(cache, &spec.memory_key));
         if let Some((u, (small, large))) = units.as_ref().and_then(|u| Some((u, u.range()?))) {
-            spec.jobs = crate::resolve::plan::jobs_for(Some(small), machine, explicit_jobs);
+            // The jobs also run what the gate does not see (host C++ compiles, links): never
+            // more than the whole build's measured figure per job allows.
+            let by_units = crate::resolve::plan::jobs_for(Some(small), machine, explicit_jobs);
+            let by_build = load(cache, &step.name)
+                .map(|m| crate::resolve::plan::jobs_for(Some(m.per_job()), machine, explicit_jobs));
+            spec.jobs = by_build.map_or(by_units, |b| b.min(by_units));
             let all_large = large.saturating_mul(spec.jobs as u64);
             spec.memory_limit = Some(machine.memory_available.map_or(all_large, |m| m.min(all_large)));
             spec.memory_per_job = Some(large);

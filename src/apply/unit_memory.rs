@@ -61,10 +61,19 @@ pub fn load(cache: &Path, key: &str) -> Option<UnitRecords> {
     crate::state::cached_json::<UnitRecords>(&path(cache, &super::memory::host(), key)).filter(|r| !r.units.is_empty())
 }
 
-/// Adds what the gates of one build wrote to `measured` (`units.jsonl`) to this machine's
-/// figures under `key`: each unit that compiled takes its new figure. Returns how many units
-/// were kept.
-pub fn keep(cache: &Path, key: &str, version: Option<&str>, measured: &Path) -> std::io::Result<usize> {
+/// Keeps what the gates of one build wrote to `measured` (`units.jsonl`) as this machine's
+/// figures under `key`: after a build that `completed`, its units replace the figures kept (a
+/// unit renamed or gone leaves with them); after one that failed, each unit that compiled takes
+/// its new figure beside the others. Nothing measured (every compile behind sccache) keeps the
+/// figures as they were. Two kilns keeping the same key take turns. Returns how many units were
+/// kept.
+pub fn keep(
+    cache: &Path,
+    key: &str,
+    version: Option<&str>,
+    measured: &Path,
+    completed: bool,
+) -> std::io::Result<usize> {
     let Ok(text) = std::fs::read_to_string(measured) else {
         return Ok(0);
     };
@@ -76,7 +85,15 @@ pub fn keep(cache: &Path, key: &str, version: Option<&str>, measured: &Path) -> 
     if runs.is_empty() {
         return Ok(0);
     }
-    let mut records = load(cache, key).unwrap_or_else(|| UnitRecords {
+    let p = path(cache, &super::memory::host(), key);
+    std::fs::create_dir_all(p.parent().expect("a figures file has a directory"))?;
+    let lock = std::fs::File::create(p.with_extension("lock"))?;
+    lock.lock()?;
+    let mut records = match completed {
+        true => None,
+        false => load(cache, key),
+    }
+    .unwrap_or_else(|| UnitRecords {
         key: key.to_string(),
         ..UnitRecords::default()
     });
@@ -84,7 +101,6 @@ pub fn keep(cache: &Path, key: &str, version: Option<&str>, measured: &Path) -> 
     for r in &runs {
         records.units.insert(r.unit.clone(), r.peak);
     }
-    let p = path(cache, &super::memory::host(), key);
     let bytes = serde_json::to_vec_pretty(&records).map_err(std::io::Error::other)?;
     crate::store::atomic::write(&p, &bytes, crate::store::atomic::Sync::Cache)?;
     Ok(runs.len())
@@ -119,14 +135,21 @@ pub fn open_gate(
         .map(|l| l.saturating_mul(jobs as u64) / spec.jobs.max(1) as u64);
     let config = super::gate::Config {
         limit,
-        default: largest.or(spec.memory_per_job),
+        unmeasured: largest.or(spec.memory_per_job),
         units,
         src: src.to_path_buf(),
     };
     std::fs::create_dir_all(dir).ok()?;
+    // A new attempt: nothing measured or holding a slot yet.
     let _ = std::fs::remove_file(dir.join(super::gate::MEASURED));
+    let _ = std::fs::remove_file(dir.join("slots.json"));
     let bytes = serde_json::to_vec(&config).ok()?;
-    std::fs::write(dir.join(super::gate::CONFIG), bytes).ok()?;
+    crate::store::atomic::write(
+        &dir.join(super::gate::CONFIG),
+        &bytes,
+        crate::store::atomic::Sync::Cache,
+    )
+    .ok()?;
     Some((kiln.display().to_string(), dir.display().to_string()))
 }
 
@@ -135,17 +158,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn what_the_gates_measured_is_kept_per_unit_and_the_latest_wins() {
+    fn what_the_gates_measured_is_kept_per_unit_and_a_completed_build_is_the_whole_story() {
         let cache = tempfile::tempdir().unwrap();
         let measured = cache.path().join("units.jsonl");
         let line = |unit: &str, peak: u64, ok: bool| {
-            serde_json::to_string(&UnitRun {
+            let run = UnitRun {
                 unit: unit.into(),
                 peak,
                 seconds: 1.0,
                 ok,
-            })
-            .unwrap()
+                start: 0.0,
+            };
+            serde_json::to_string(&run).unwrap()
         };
         let lines = [
             line("csrc/hdim64.cu", 2 << 30, true),
@@ -155,7 +179,7 @@ mod tests {
         ];
         std::fs::write(&measured, lines.join("\n")).unwrap();
         assert_eq!(
-            keep(cache.path(), "flash-attn@9.0", Some("2.8.3"), &measured).unwrap(),
+            keep(cache.path(), "flash-attn@9.0", Some("2.8.3"), &measured, true).unwrap(),
             2
         );
         let r = load(cache.path(), "flash-attn@9.0").unwrap();
@@ -169,16 +193,19 @@ mod tests {
             r.describe("node-1"),
             "measured per unit on node-1: 2 units, 2.0 GiB to 4.0 GiB (flash-attn@9.0 2.8.3)"
         );
-        // A later build measures hdim64 again: its new figure replaces the old, hdim256 stays.
+        // A later build that failed measured hdim64 again: its new figure replaces the old,
+        // hdim256 stays.
         std::fs::write(&measured, line("csrc/hdim64.cu", 1 << 30, true)).unwrap();
-        keep(cache.path(), "flash-attn@9.0", Some("2.8.4"), &measured).unwrap();
-        let (units, default) = gate_figures(load(cache.path(), "flash-attn@9.0").as_ref());
+        keep(cache.path(), "flash-attn@9.0", Some("2.8.4"), &measured, false).unwrap();
+        let (units, unmeasured) = gate_figures(load(cache.path(), "flash-attn@9.0").as_ref());
         assert_eq!(units["csrc/hdim64.cu"], 1 << 30);
-        assert_eq!(default, Some(4 << 30));
-        assert_eq!(
-            keep(cache.path(), "other", None, &cache.path().join("none.jsonl")).unwrap(),
-            0
-        );
+        assert_eq!(unmeasured, Some(4 << 30));
+        // One that completed is the whole story: hdim256 (renamed, say) is gone.
+        keep(cache.path(), "flash-attn@9.0", Some("2.8.4"), &measured, true).unwrap();
+        let r = load(cache.path(), "flash-attn@9.0").unwrap();
+        assert_eq!(r.units.keys().collect::<Vec<_>>(), ["csrc/hdim64.cu"]);
+        let none = cache.path().join("none.jsonl");
+        assert_eq!(keep(cache.path(), "other", None, &none, true).unwrap(), 0);
         assert_eq!(load(cache.path(), "other"), None);
     }
 }

@@ -117,14 +117,12 @@ impl WheelJob<'_> {
             let usage = Arc::new(Usage::default());
             let command = self.command(Phase::Wheel, argv, values)?.measure(usage.clone());
             let ran = self.watched(&command);
-            // What each unit took, whether the build got to the end or not.
-            let version = self.step.version.as_deref();
-            let _ = super::unit_memory::keep(
-                &self.cx.cache,
-                &self.spec.memory_key,
-                version,
-                &gate.join(super::gate::MEASURED),
-            );
+            // What each unit took, whether the build got to the end or not, kept for the next
+            // plan and beside the step's logs.
+            let (measured, version) = (gate.join(super::gate::MEASURED), self.step.version.as_deref());
+            let key = &self.spec.memory_key;
+            let _ = super::unit_memory::keep(&self.cx.cache, key, version, &measured, ran.is_ok());
+            let _ = std::fs::copy(&measured, self.log(Phase::Wheel).with_extension("units.jsonl"));
             let Err(e) = ran else {
                 self.measured(usage.peak(), values.jobs);
                 return Ok(killed);

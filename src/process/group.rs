@@ -1,7 +1,8 @@
 //! Every program kiln starts runs in a process group of its own and dies with kiln:
 //!
 //! - its group is new (`setpgid(0, 0)`), so one `killpg` reaches the compilers a build started,
-//!   not only the build command, and a terminal's Ctrl-C reaches kiln alone, which decides;
+//!   not only the build command (except what moved to a group of its own, as ninja's compilers
+//!   do: the step's scope ends those), and a terminal's Ctrl-C reaches kiln alone, which decides;
 //! - the group's leader gets `PR_SET_PDEATHSIG = SIGKILL`, so a `kill -9` of kiln kills it at
 //!   once (pip and uv in particular: an orphaned install never goes on alone);
 //! - each live group is written down (`<dir>/<kiln pid>-<pgid>`, with both start times read from
@@ -374,7 +375,7 @@ pub(super) fn stat(pid: u32) -> Option<Vec<u64>> {
 }
 
 /// When the process started (clock ticks since boot): with the pid, who it is.
-fn start_time(pid: u32) -> Option<u64> {
+pub fn start_time(pid: u32) -> Option<u64> {
     stat(pid)?.get(18).copied()
 }
 

@@ -3,7 +3,8 @@
 //! process group, with every descendant (ninja starts each compiler in a group of its own),
 //! used no CPU time (read from `/proc`) for that long: a compile that prints nothing for an
 //! hour but keeps a core busy is not stalled, a build blocked on a lock or a network read is.
-//! Either limit kills the whole process group. Asked to, it also samples the resident memory of
+//! Either limit kills the whole process group (what runs in groups of its own, such as ninja's
+//! compilers, ends with the step's scope: [`super::group::scope`]). Asked to, it also samples the resident memory of
 //! the group and its descendants (the sum of their RSS from `/proc/PID/stat`, four times a
 //! second at first, then once a second) and keeps the peak ([`Usage`]): what a build's compile
 //! jobs really took.

@@ -423,7 +423,9 @@ fn build_spec(
     let v = version.and_then(|v| v.parse::<pep440_rs::Version>().ok());
     let mut spec = BuildSpec::new(&r.build_of(v.as_ref()), &vars(r, version, machine, opts))?;
     spec.compile_cache = opts.compile_cache.clone();
-    let archs: Vec<String> = opts.archs.iter().map(ToString::to_string).collect();
+    let mut archs: Vec<String> = opts.archs.iter().map(ToString::to_string).collect();
+    archs.sort();
+    archs.dedup();
     spec.memory_key = format!("{}@{}", r.name, archs.join(","));
     // The memory gate runs this machine's nvcc (see `apply::gate`).
     let home = machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref());

@@ -59,7 +59,7 @@ fn units_measured_in_one_build_size_the_next_and_the_gate_keeps_compiles_within_
     // by those figures: as many jobs as the smallest unit allows in the memory given, the
     // largest as the figure per job, the memory as the gate's limit.
     let python2 = venv(&w.dir.path().join("venv2"));
-    let limit = small * 2 + small / 2;
+    let limit = small * 3;
     let plan = stdout_json(&kiln(
         &w,
         &python2,
@@ -126,8 +126,26 @@ fn units_measured_in_one_build_size_the_next_and_the_gate_keeps_compiles_within_
             .collect::<Vec<_>>()
             .join("; ")
     );
-    // Every unit was measured again.
+    // Every unit was measured again, and no two compiled at once (each alone fills the limit).
     assert_eq!(units(&w).len(), 3);
+    let logs = PathBuf::from(stdout_json(&out)["logs"].as_str().unwrap());
+    let runs: Vec<(f64, f64)> = std::fs::read_to_string(logs.join("fixture-cuda.wheel.units.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| {
+            (
+                v["start"].as_f64().unwrap(),
+                v["start"].as_f64().unwrap() + v["seconds"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            assert!(a.1 <= b.0 + 0.05 || b.1 <= a.0 + 0.05, "two units at once: {runs:?}");
+        }
+    }
     let doctor = stdout_json(&kiln(
         &w,
         &python2,

@@ -39,7 +39,7 @@ pub struct Config {
     /// The memory the build's CUDA compiles may hold together; `None`: no limit, only measure.
     pub limit: Option<u64>,
     /// The estimate of a unit with no figure of its own.
-    pub default: Option<u64>,
+    pub unmeasured: Option<u64>,
     /// The figures per unit measured on this machine.
     #[serde(default)]
     pub units: std::collections::BTreeMap<String, u64>,
@@ -55,6 +55,9 @@ pub struct UnitRun {
     pub peak: u64,
     pub seconds: f64,
     pub ok: bool,
+    /// When it started, in seconds since the epoch.
+    #[serde(default)]
+    pub start: f64,
 }
 
 /// The source file a compiler command compiles: the argument after `-c` when it is a source
@@ -81,43 +84,73 @@ pub fn unit_of(args: &[OsString], src: &Path) -> Option<String> {
     Some(rel.to_string_lossy().into_owned())
 }
 
+/// What the gate tells the build's log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// The unit waits for memory (said once per unit).
+    Waits(slots::Waiting),
+    /// The compile runs without the gate, and why (its config or its table cannot be read).
+    Ungated(String),
+}
+
 /// Runs `argv` (the compiler command) through the gate of `dir` (the build's `KILN_GATE`);
-/// says how it ended. Without a directory or a readable config it only runs the command.
-pub fn run(argv: &[OsString], dir: Option<&Path>, told: &mut dyn FnMut(&slots::Waiting)) -> Result<Ended, String> {
+/// says how the compiler ended. Without a directory it only runs the command; where the
+/// gate's files cannot be read or written it says so through `notice` and runs the command
+/// ungated. `Err` only when the compiler could not be started.
+pub fn run(argv: &[OsString], dir: Option<&Path>, notice: &mut dyn FnMut(Notice)) -> Result<CompilerExit, String> {
     let (program, args) = argv
         .split_first()
         .ok_or("kiln gate: no command to run (`kiln gate -- nvcc ...`)")?;
-    let config = dir.and_then(|d| {
-        let bytes = std::fs::read(d.join(CONFIG)).ok()?;
-        serde_json::from_slice::<Config>(&bytes).ok().map(|c| (d, c))
-    });
-    let Some((dir, config)) = config else {
-        return spawn_and_wait(program, args).map(|(ended, _)| ended);
+    let Some(dir) = dir else {
+        return spawn_and_wait(program, args).map(|(exit, _)| exit);
+    };
+    let config = std::fs::read(dir.join(CONFIG))
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice::<Config>(&b).map_err(|e| e.to_string()));
+    let config = match config {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!("cannot read {}: {e}", dir.join(CONFIG).display());
+            notice(Notice::Ungated(why));
+            return spawn_and_wait(program, args).map(|(exit, _)| exit);
+        }
     };
     let unit = unit_of(args, &config.src);
+    // CMake's own checks (`CMakeFiles/CMakeScratch/TryCompile-*`, `CMakeFiles/CMakeTmp`) are
+    // tiny and named anew each run: neither gated nor kept.
+    if unit.as_deref().is_some_and(|u| u.contains("CMakeFiles/")) {
+        return spawn_and_wait(program, args).map(|(exit, _)| exit);
+    }
     let name = unit.clone().unwrap_or_else(|| "<no source file>".into());
     let estimate = unit
         .as_ref()
         .and_then(|u| config.units.get(u))
         .copied()
-        .or(config.default)
+        .or(config.unmeasured)
         .unwrap_or(0);
-    let _slot = match config.limit {
-        Some(limit) => Some(
-            slots::enter(dir, &name, estimate, limit, told)
-                .map_err(|e| format!("kiln gate: {}: {e}", dir.display()))?,
-        ),
+    let on_wait = &mut |w: &slots::Waiting| notice(Notice::Waits(w.clone()));
+    let slot = match config
+        .limit
+        .map(|limit| slots::enter(dir, &name, estimate, limit, on_wait))
+    {
+        Some(Err(e)) => {
+            notice(Notice::Ungated(format!("{}: {e}", dir.join("slots.json").display())));
+            None
+        }
+        Some(Ok(slot)) => Some(slot),
         None => None,
     };
-    let start = Instant::now();
-    let (ended, peak) = spawn_and_wait(program, args)?;
+    let start = now();
+    let (exit, peak) = spawn_and_wait(program, args)?;
+    drop(slot);
     let behind_sccache = Path::new(program).file_name().is_some_and(|n| n == "sccache");
     if let (Some(unit), false) = (unit, behind_sccache) {
         let line = UnitRun {
             unit,
             peak,
-            seconds: start.elapsed().as_secs_f64(),
-            ok: ended == Ended::Code(0),
+            seconds: now() - start,
+            ok: exit == CompilerExit::Code(0),
+            start,
         };
         // One short line in one append: gates running side by side never interleave.
         if let Ok(mut text) = serde_json::to_string(&line) {
@@ -129,33 +162,59 @@ pub fn run(argv: &[OsString], dir: Option<&Path>, told: &mut dyn FnMut(&slots::W
             let _ = file.and_then(|mut f| f.write_all(text.as_bytes()));
         }
     }
-    Ok(ended)
+    Ok(exit)
+}
+
+/// Seconds since the epoch.
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// How the compiler ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
+pub enum CompilerExit {
     Code(i32),
     Signal(i32),
 }
 
-/// Runs the command to its end, sampling its tree's memory: four samples a second for the
-/// first two seconds, then two. Returns how it ended and the peak (at least the largest
-/// process's own peak, from the kernel's accounting of waited-for children).
-fn spawn_and_wait(program: &OsString, args: &[OsString]) -> Result<(Ended, u64), String> {
-    use std::os::unix::process::ExitStatusExt;
-    let mut child = std::process::Command::new(program)
-        .args(args)
+/// Runs the command to its end (it dies with the gate), sampling its tree's memory: four
+/// samples a second for the first two seconds, then two. Returns how it ended and the peak
+/// (at least the largest process's own peak, from the kernel's accounting of the command and
+/// what it waited for).
+fn spawn_and_wait(program: &OsString, args: &[OsString]) -> Result<(CompilerExit, u64), String> {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(program);
+    command.args(args);
+    // SAFETY: prctl is async-signal-safe; it only marks the child to be killed with the gate.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+    let child = command
         .spawn()
         .map_err(|e| format!("kiln gate: cannot run {}: {e}", program.to_string_lossy()))?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let mut peak = 0;
-    let status = loop {
-        if let Some(s) = child
-            .try_wait()
-            .map_err(|e| format!("kiln gate: lost the compiler: {e}"))?
-        {
-            break s;
+    let (status, largest) = loop {
+        let mut status = 0;
+        // SAFETY: wait4 writes the status and usage of this child into what it is given.
+        let (done, usage) = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            (libc::wait4(pid, &mut status, libc::WNOHANG, &mut u), u)
+        };
+        if done == pid {
+            break (status, u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024);
+        }
+        if done < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(format!("kiln gate: lost the compiler: {e}"));
+            }
         }
         peak = peak.max(crate::process::tree::resident(child.id()));
         let pause = if start.elapsed() < Duration::from_secs(2) {
@@ -165,18 +224,12 @@ fn spawn_and_wait(program: &OsString, args: &[OsString]) -> Result<(Ended, u64),
         };
         std::thread::sleep(Duration::from_millis(pause));
     };
-    // SAFETY: getrusage writes into the struct it is given.
-    let largest = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut u);
-        u64::try_from(u.ru_maxrss).unwrap_or(0) * 1024
+    let exit = if libc::WIFSIGNALED(status) {
+        CompilerExit::Signal(libc::WTERMSIG(status))
+    } else {
+        CompilerExit::Code(libc::WEXITSTATUS(status))
     };
-    let ended = match (status.code(), status.signal()) {
-        (Some(c), _) => Ended::Code(c),
-        (None, Some(s)) => Ended::Signal(s),
-        _ => Ended::Code(1),
-    };
-    Ok((ended, peak.max(largest)))
+    Ok((exit, peak.max(largest)))
 }
 
 #[cfg(test)]

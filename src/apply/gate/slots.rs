@@ -6,8 +6,10 @@
 //! never passed over for ever by small ones.
 //!
 //! A process that died without leaving (killed with its build, or by the OOM killer) is dropped
-//! by the next one that looks, so nothing waits for a unit that is gone. It deliberately ignores
-//! what the units are and how their estimates were made ([`super`]).
+//! by the next one that looks (each entry holds its process's start time, so a reused pid is
+//! not it), so nothing waits for a unit that is gone. The table is written back only when it
+//! changed. It deliberately ignores what the units are and how their estimates were made
+//! ([`super`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -18,16 +20,18 @@ use serde::{Deserialize, Serialize};
 /// How often a waiting unit looks again.
 const POLL: Duration = Duration::from_millis(50);
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Table {
     next: u64,
     running: Vec<Entry>,
     waiting: Vec<Entry>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Entry {
     pid: u32,
+    /// The process's start time (clock ticks since boot): with the pid, who it is.
+    started: u64,
     ticket: u64,
     unit: String,
     bytes: u64,
@@ -50,9 +54,17 @@ pub struct Slot {
     ticket: u64,
 }
 
-/// Waits until `unit` (estimated at `bytes`) may compile within `limit`, then holds its slot.
-pub fn enter(dir: &Path, unit: &str, bytes: u64, limit: u64, told: &mut dyn FnMut(&Waiting)) -> std::io::Result<Slot> {
+/// Waits until `unit` (estimated at `bytes`) may compile within `limit`, then holds its slot;
+/// `on_wait` hears once that it waits, and for what.
+pub fn enter(
+    dir: &Path,
+    unit: &str,
+    bytes: u64,
+    limit: u64,
+    on_wait: &mut dyn FnMut(&Waiting),
+) -> std::io::Result<Slot> {
     let pid = std::process::id();
+    let started = crate::process::group::start_time(pid).unwrap_or(0);
     let mut ticket = None;
     let mut said = false;
     loop {
@@ -61,6 +73,7 @@ pub fn enter(dir: &Path, unit: &str, bytes: u64, limit: u64, told: &mut dyn FnMu
                 t.next += 1;
                 t.waiting.push(Entry {
                     pid,
+                    started,
                     ticket: t.next,
                     unit: unit.to_string(),
                     bytes,
@@ -69,7 +82,8 @@ pub fn enter(dir: &Path, unit: &str, bytes: u64, limit: u64, told: &mut dyn FnMu
             });
             let first = t.waiting.iter().map(|e| e.ticket).min() == Some(mine);
             let in_use: u64 = t.running.iter().map(|e| e.bytes).sum();
-            if t.running.is_empty() || (first && in_use.saturating_add(bytes) <= limit) {
+            // The longest-waiting unit only; alone it always fits.
+            if first && (t.running.is_empty() || in_use.saturating_add(bytes) <= limit) {
                 let at = t.waiting.iter().position(|e| e.ticket == mine);
                 let me = at.map(|i| t.waiting.remove(i));
                 t.running.extend(me);
@@ -92,7 +106,7 @@ pub fn enter(dir: &Path, unit: &str, bytes: u64, limit: u64, told: &mut dyn FnMu
             }
             Some(w) => {
                 if !std::mem::replace(&mut said, true) {
-                    told(&w);
+                    on_wait(&w);
                 }
                 std::thread::sleep(POLL);
             }
@@ -117,23 +131,22 @@ fn with_table<T>(dir: &Path, f: impl FnOnce(&mut Table) -> T) -> std::io::Result
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
-    table.running.retain(|e| alive(e.pid));
-    table.waiting.retain(|e| alive(e.pid));
+    let before = serde_json::to_vec(&table).map_err(std::io::Error::other)?;
+    table.running.retain(alive);
+    table.waiting.retain(alive);
     let out = f(&mut table);
     let bytes = serde_json::to_vec(&table).map_err(std::io::Error::other)?;
-    let tmp = dir.join("slots.json.tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, &path)?;
+    if bytes != before {
+        let tmp = dir.join("slots.json.tmp");
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &path)?;
+    }
     Ok(out)
 }
 
-fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+/// The entry's process still runs: its pid has the start time it had.
+fn alive(e: &Entry) -> bool {
+    crate::process::group::start_time(e.pid) == Some(e.started)
 }
 
 #[cfg(test)]
@@ -185,6 +198,7 @@ mod tests {
             t.next = 1;
             t.running.push(Entry {
                 pid,
+                started: 1,
                 ticket: 1,
                 unit: "dead.cu".into(),
                 bytes: 9,
@@ -197,5 +211,49 @@ mod tests {
         drop(live);
         let left = with_table(dir.path(), |t| (t.running.len(), t.waiting.len())).unwrap();
         assert_eq!(left, (0, 0));
+        // A live pid with another start time is somebody else: its entry is gone too.
+        let me = std::process::id();
+        with_table(dir.path(), |t| {
+            t.running.push(Entry {
+                pid: me,
+                started: 0,
+                ticket: 7,
+                unit: "old.cu".into(),
+                bytes: 9,
+            });
+        })
+        .unwrap();
+        let live = enter(dir.path(), "y.cu", 5, 10, &mut |w| {
+            panic!("waited for a reused pid: {w:?}")
+        })
+        .unwrap();
+        drop(live);
+    }
+
+    #[test]
+    fn a_big_unit_that_waits_first_is_never_passed_over_by_smaller_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = enter(dir.path(), "a.cu", 6, 10, &mut |_| {}).unwrap();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let start = |unit: &'static str, bytes: u64, hold: Duration| {
+            let (d, order) = (dir.path().to_path_buf(), order.clone());
+            std::thread::spawn(move || {
+                let slot = enter(&d, unit, bytes, 10, &mut |_| {}).unwrap();
+                order.lock().unwrap().push(unit);
+                std::thread::sleep(hold);
+                drop(slot);
+            })
+        };
+        // The big one (8 beside 6: over 10) waits first; the small one (1 beside 6 would fit)
+        // comes after it and must not go first.
+        let big = start("big.cu", 8, Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(200));
+        let small = start("small.cu", 1, Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(order.lock().unwrap().is_empty(), "{:?}", order.lock().unwrap());
+        drop(a);
+        big.join().unwrap();
+        small.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), ["big.cu", "small.cu"]);
     }
 }

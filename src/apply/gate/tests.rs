@@ -49,15 +49,18 @@ fn the_gate_runs_the_compile_and_keeps_what_its_tree_took() {
     std::fs::create_dir_all(&src).unwrap();
     let config = Config {
         limit: Some(1 << 40),
-        default: None,
+        unmeasured: None,
         units: Default::default(),
         src: src.clone(),
     };
     std::fs::write(dir.path().join(CONFIG), serde_json::to_vec(&config).unwrap()).unwrap();
     let ended = run(&hog(&src, "big.cu", 96), Some(dir.path()), &mut |_| {}).unwrap();
-    assert_eq!(ended, Ended::Code(0));
+    assert_eq!(ended, CompilerExit::Code(0));
     let failing = os(&["sh", "-c", "exit 3", "-c", &src.join("big.cu").display().to_string()]);
-    assert_eq!(run(&failing, Some(dir.path()), &mut |_| {}).unwrap(), Ended::Code(3));
+    assert_eq!(
+        run(&failing, Some(dir.path()), &mut |_| {}).unwrap(),
+        CompilerExit::Code(3)
+    );
     let lines: Vec<UnitRun> = std::fs::read_to_string(dir.path().join(MEASURED))
         .unwrap()
         .lines()
@@ -68,12 +71,71 @@ fn the_gate_runs_the_compile_and_keeps_what_its_tree_took() {
     assert!(lines[0].peak >= 96 << 20, "{lines:?}");
     assert!(lines[0].seconds >= 0.8, "{lines:?}");
     assert!(!lines[1].ok);
+    assert!(lines[1].start >= lines[0].start + lines[0].seconds - 0.01, "{lines:?}");
     // Outside a build: the command runs, nothing is kept.
     let plain = run(&os(&["sh", "-c", "kill -TERM $$"]), None, &mut |_| {}).unwrap();
-    assert_eq!(plain, Ended::Signal(15));
+    assert_eq!(plain, CompilerExit::Signal(15));
     assert!(
         run(&os(&["/no/such/compiler"]), None, &mut |_| {})
             .unwrap_err()
             .contains("cannot run")
+    );
+}
+
+#[test]
+fn two_compilers_at_once_count_together_and_a_gate_that_cannot_work_says_so_and_compiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let file = src.join("twice.cu");
+    std::fs::write(&file, "").unwrap();
+    // No config yet: said, and the command runs.
+    let mut notices = Vec::new();
+    let ok = os(&["sh", "-c", "exit 0", "-c", &file.display().to_string()]);
+    assert_eq!(
+        run(&ok, Some(dir.path()), &mut |n| notices.push(n)).unwrap(),
+        CompilerExit::Code(0)
+    );
+    assert!(
+        matches!(&notices[..], [Notice::Ungated(why)] if why.contains("gate.json")),
+        "{notices:?}"
+    );
+    let config = Config {
+        limit: None,
+        unmeasured: None,
+        units: Default::default(),
+        src: src.clone(),
+    };
+    std::fs::write(dir.path().join(CONFIG), serde_json::to_vec(&config).unwrap()).unwrap();
+    // Two processes of 64 MiB at once (as nvcc --threads 2 runs two cicc): the unit took their
+    // sum, which no single process's own peak shows.
+    let hog = "python3 -c 'import time; b = bytearray(64 << 20); time.sleep(1.5)'";
+    let both = format!("{hog} & {hog}; wait");
+    run(
+        &os(&["sh", "-c", &both, "-c", &file.display().to_string()]),
+        Some(dir.path()),
+        &mut |_| {},
+    )
+    .unwrap();
+    let line: UnitRun =
+        serde_json::from_str(std::fs::read_to_string(dir.path().join(MEASURED)).unwrap().trim()).unwrap();
+    assert_eq!(line.unit, "twice.cu");
+    assert!(line.peak >= 128 << 20, "{line:?}");
+    // CMake's own checks are neither gated nor kept.
+    let check = src.join("CMakeFiles/CMakeScratch/TryCompile-x/main.cu");
+    std::fs::create_dir_all(check.parent().unwrap()).unwrap();
+    std::fs::write(&check, "").unwrap();
+    run(
+        &os(&["sh", "-c", "exit 0", "-c", &check.display().to_string()]),
+        Some(dir.path()),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(MEASURED))
+            .unwrap()
+            .lines()
+            .count(),
+        1
     );
 }
