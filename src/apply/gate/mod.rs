@@ -12,7 +12,9 @@
 //!   ([`crate::process::tree`]), and appends what the unit took to `units.jsonl` in the gate's
 //!   directory, which the build keeps for the next plan.
 //!
-//! Outside a build (no `KILN_GATE`), or with a config it cannot read, it only runs the command.
+//! Outside a build (no `KILN_GATE`) it only runs the command; where its config or its table
+//! cannot be read or written it says so in the build's log ([`Notice::Ungated`]) and runs the
+//! command ungated; CMake's own checks (`CMakeFiles/`) it runs without gating or keeping them.
 //! It deliberately measures nothing behind sccache (the compile runs in sccache's server, not
 //! under the gate) and gates only what it is put in front of: host C++ compiles are not
 //! counted. The compiler's exit status (or the signal that killed it) is the gate's own.
