@@ -79,10 +79,16 @@ pub struct State {
     /// The latest `[n/N]`.
     of: Option<(u64, u64)>,
     compiled: u64,
+    /// Units kiln's memory gate held back (its `kiln gate: UNIT waits for ...` lines).
+    held: u64,
 }
 
 impl State {
     pub fn feed(&mut self, line: &str) {
+        if line.starts_with("kiln gate: ") && line.contains(" waits for ") {
+            self.held += 1;
+            return;
+        }
         match parse(line) {
             Some(Line::Of(n, total)) => self.of = Some((n, total)),
             Some(Line::Compiled) => self.compiled += 1,
@@ -102,13 +108,22 @@ impl State {
 }
 
 /// Watches `log` from where it ends now until `wait_done` (called with how long it may wait)
-/// says the command finished, telling `reporter` whenever the progress moves. Run it beside the
-/// command that writes the log: `wait_done` returns at once when the command ends.
-pub fn watch(log: &Path, step: &Step, reporter: &dyn Reporter, mut wait_done: impl FnMut(Duration) -> bool) {
+/// says the command finished, telling `reporter` whenever the progress moves, and whenever
+/// kiln's memory gate held another unit back (the wheel phase's `detail`, then how many so
+/// far). Run it beside the command that writes the log: `wait_done` returns at once when the
+/// command ends.
+pub fn watch(
+    log: &Path,
+    step: &Step,
+    detail: &str,
+    reporter: &dyn Reporter,
+    mut wait_done: impl FnMut(Duration) -> bool,
+) {
     let mut offset = std::fs::metadata(log).map_or(0, |m| m.len());
     let mut partial = Vec::new();
     let mut state = State::default();
     let mut said = None;
+    let mut held = 0;
     loop {
         let finished = wait_done(POLL);
         if let Ok(mut f) = std::fs::File::open(log)
@@ -125,6 +140,12 @@ pub fn watch(log: &Path, step: &Step, reporter: &dyn Reporter, mut wait_done: im
                 state.feed(line);
             }
             partial.drain(..=end);
+        }
+        if state.held > held {
+            held = state.held;
+            let units = if held == 1 { "unit" } else { "units" };
+            let text = format!("{detail}; the memory gate held back {held} {units} until memory was free");
+            reporter.phase(step, super::Phase::Wheel, &text);
         }
         let now = state.now();
         if let Some((done, total)) = now.filter(|_| now != said) {
@@ -188,5 +209,8 @@ mod tests {
         assert_eq!(s.now(), Some((1, Some(4))));
         s.feed("[4/4] c++ -shared x.o -o x.so");
         assert_eq!(s.now(), Some((4, Some(4))));
+        // The memory gate's waits are counted apart, never as progress.
+        s.feed("kiln gate: csrc/k.cu waits for 3.6 GiB of memory (3.3 GiB held by 1 unit of the build's 6.0 GiB)");
+        assert_eq!((s.now(), s.held), (Some((4, Some(4))), 1));
     }
 }

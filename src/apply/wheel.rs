@@ -116,7 +116,7 @@ impl WheelJob<'_> {
             self.reporter.phase(self.step, Phase::Wheel, &jobs_text(values.jobs));
             let usage = Arc::new(Usage::default());
             let command = self.command(Phase::Wheel, argv, values)?.measure(usage.clone());
-            let ran = self.watched(&command);
+            let ran = self.watched(&command, &jobs_text(values.jobs));
             // What each unit took, whether the build got to the end or not, kept for the next
             // plan and beside the step's logs.
             let (measured, version) = (gate.join(super::gate::MEASURED), self.step.version.as_deref());
@@ -143,7 +143,7 @@ impl WheelJob<'_> {
     }
 
     /// Runs the wheel command on another thread while this one reads its log for progress.
-    fn watched(&self, command: &Cmd) -> Result<(), CommandFailed> {
+    fn watched(&self, command: &Cmd, detail: &str) -> Result<(), CommandFailed> {
         let log = self.log(Phase::Wheel);
         let (tx, rx) = mpsc::channel::<()>();
         let step_scope = crate::process::group::current();
@@ -155,7 +155,7 @@ impl WheelJob<'_> {
                 ran
             });
             let ended = |d| !matches!(rx.recv_timeout(d), Err(mpsc::RecvTimeoutError::Timeout));
-            super::progress::watch(&log, self.step, self.reporter, ended);
+            super::progress::watch(&log, self.step, detail, self.reporter, ended);
             run.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
         })
     }

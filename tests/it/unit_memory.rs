@@ -141,6 +141,9 @@ fn units_measured_in_one_build_size_the_next_and_the_gate_keeps_compiles_within_
         })
         .collect();
     assert_eq!(runs.len(), 3, "{runs:?}");
+    // The step's progress said so while it built.
+    let events = std::fs::read_to_string(logs.join("events.jsonl")).unwrap();
+    assert!(events.contains("2 jobs; the memory gate held back 1 unit"), "{events}");
     for (i, a) in runs.iter().enumerate() {
         for b in &runs[i + 1..] {
             assert!(a.1 <= b.0 + 0.05 || b.1 <= a.0 + 0.05, "two units at once: {runs:?}");
