@@ -8,6 +8,9 @@
 //! `:936`), so kiln's front end, which leaves the backend's output alone, puts those lines in the
 //! log; `pip wheel` (a recipe's own wheel command) passes the backend's output on only with `-v`.
 //!
+//! It also counts the units kiln's memory gate held back (its `kiln gate: ... waits for` lines,
+//! [`super::gate`]) and says so in the wheel phase.
+//!
 //! It deliberately ignores the rest of the log and never slows the build: the log is read twice
 //! a second beside the command, from where it stood when the command started.
 

@@ -159,19 +159,27 @@ mod tests {
     use super::super::Cmd;
     use super::Usage;
 
-    #[test]
-    fn the_peak_memory_of_the_whole_group_is_sampled() {
-        // A child of the command (in its group) holds 200 MiB for a second; the command itself
-        // holds little.
+    /// The peak the wait sampled for a command whose child holds 200 MiB for a second, started
+    /// with `how` (more arguments of `subprocess.run`).
+    fn peak_with_a_child(how: &str) -> Arc<Usage> {
         let dir = tempfile::tempdir().unwrap();
         let usage = Arc::new(Usage::default());
-        let code = "import subprocess, sys; subprocess.run([sys.executable, '-c', \
-                    'import time; b = b\"1\" * (200 << 20); time.sleep(1)'], check=True)";
+        let code = format!(
+            "import os, subprocess, sys; subprocess.run([sys.executable, '-c', \
+             'import time; b = b\"1\" * (200 << 20); time.sleep(1)'], {how}check=True)"
+        );
         Cmd::new("python3")
-            .args(["-c", code])
+            .args(["-c", &code])
             .measure(usage.clone())
             .run_logged(&dir.path().join("log"))
             .unwrap();
+        usage
+    }
+
+    #[test]
+    fn the_peak_memory_of_the_whole_group_is_sampled() {
+        // A child of the command (in its group) holds 200 MiB; the command itself holds little.
+        let usage = peak_with_a_child("");
         assert!(usage.peak() >= 200 << 20, "peak {}", usage.peak());
         assert!(usage.peak() < 2000 << 20, "peak {}", usage.peak());
         assert!(usage.current() <= usage.peak());
@@ -179,18 +187,8 @@ mod tests {
 
     #[test]
     fn a_child_in_a_group_of_its_own_counts_as_ninja_starts_compilers() {
-        // The command's child moves to a process group of its own (ninja starts every compiler
-        // that way) and holds 200 MiB for a second.
-        let dir = tempfile::tempdir().unwrap();
-        let usage = Arc::new(Usage::default());
-        let code = "import os, subprocess, sys; subprocess.run([sys.executable, '-c', \
-                    'import time; b = b\"1\" * (200 << 20); time.sleep(1)'], \
-                    preexec_fn=os.setpgrp, check=True)";
-        Cmd::new("python3")
-            .args(["-c", code])
-            .measure(usage.clone())
-            .run_logged(&dir.path().join("log"))
-            .unwrap();
+        // The child moves to a process group of its own, as ninja starts every compiler.
+        let usage = peak_with_a_child("preexec_fn=os.setpgrp, ");
         assert!(usage.peak() >= 200 << 20, "peak {}", usage.peak());
     }
 }
