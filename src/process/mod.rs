@@ -383,7 +383,8 @@ impl fmt::Display for Cmd {
     }
 }
 
-fn quote(s: &str) -> String {
+/// `s` as a POSIX shell reads it back as one word (single-quoted where it needs to be).
+pub fn quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
         s.to_string()
     } else {

@@ -423,10 +423,8 @@ fn build_spec(
     let v = version.and_then(|v| v.parse::<pep440_rs::Version>().ok());
     let mut spec = BuildSpec::new(&r.build_of(v.as_ref()), &vars(r, version, machine, opts))?;
     spec.compile_cache = opts.compile_cache.clone();
-    let mut archs: Vec<String> = opts.archs.iter().map(ToString::to_string).collect();
-    archs.sort();
-    archs.dedup();
-    spec.memory_key = format!("{}@{}", r.name, archs.join(","));
+    let archs: BTreeSet<String> = opts.archs.iter().map(ToString::to_string).collect();
+    spec.memory_key = format!("{}@{}", r.name, Vec::from_iter(archs).join(","));
     // The memory gate runs this machine's nvcc (see `apply::gate`).
     let home = machine.cuda_toolkit.as_ref().and_then(|t| t.home.as_ref());
     spec.nvcc = home.map(|h| h.join("bin").join("nvcc").display().to_string());

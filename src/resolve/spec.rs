@@ -318,8 +318,13 @@ impl BuildSpec {
                 .and(self.compile_cache.as_ref());
             let sccache = sccache.map(|(_, w)| w.sccache.as_str());
             if !self.env.contains_key("PYTORCH_NVCC") {
-                let behind = sccache.map(|s| format!("{s} ")).unwrap_or_default();
-                env.insert("PYTORCH_NVCC".into(), format!("{kiln} gate -- {behind}{nvcc}"));
+                // torch writes it into build.ninja, whose commands a shell runs: one word each.
+                let q = crate::process::quote;
+                let behind = sccache.map(|s| format!("{} ", q(s))).unwrap_or_default();
+                env.insert(
+                    "PYTORCH_NVCC".into(),
+                    format!("{} gate -- {behind}{}", q(kiln), q(nvcc)),
+                );
             }
             if !self.env.contains_key("CMAKE_CUDA_COMPILER_LAUNCHER") {
                 let behind = sccache.map(|s| format!(";{s}")).unwrap_or_default();

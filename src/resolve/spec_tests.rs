@@ -173,6 +173,12 @@ fn the_memory_gate_goes_in_front_of_nvcc_and_of_sccache_unless_the_recipe_names_
     assert_eq!(env["CMAKE_CUDA_COMPILER_LAUNCHER"], "/k/kiln;gate;--;/c/sccache");
     run.compile_cache = Some(("/tmp/s.sock".into(), false));
     assert_eq!(spec.env_with(&run)["PYTORCH_NVCC"], "/k/kiln gate -- /cuda/bin/nvcc");
+    // A path with a space stays one word for the shell that runs ninja's commands.
+    run.gate = Some(("/home/a b/kiln".into(), "/w/gate".into()));
+    assert_eq!(
+        spec.env_with(&run)["PYTORCH_NVCC"],
+        "'/home/a b/kiln' gate -- /cuda/bin/nvcc"
+    );
     // No gate for the run (or no nvcc): nothing of it in the environment.
     run.gate = None;
     assert!(!spec.env_with(&run).contains_key(GATE_VAR));
