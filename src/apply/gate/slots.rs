@@ -153,6 +153,15 @@ fn alive(e: &Entry) -> bool {
 mod tests {
     use super::*;
 
+    /// Returns once `n` units wait in the table of `dir`.
+    fn waiting(dir: &Path, n: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while with_table(dir, |t| t.waiting.len()).unwrap() < n {
+            assert!(std::time::Instant::now() < deadline, "fewer than {n} units wait");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[test]
     fn units_enter_in_turn_within_the_limit_and_a_lone_one_always_does() {
         let dir = tempfile::tempdir().unwrap();
@@ -173,7 +182,8 @@ mod tests {
             tx.send(said).unwrap();
             drop(slot);
         });
-        std::thread::sleep(Duration::from_millis(300));
+        waiting(dir.path(), 1);
+        std::thread::sleep(Duration::from_millis(100));
         assert!(rx.try_recv().is_err(), "b entered beside a: 11 > 10");
         drop(a);
         let said = rx
@@ -247,9 +257,9 @@ mod tests {
         // The big one (8 beside 6: over 10) waits first; the small one (1 beside 6 would fit)
         // comes after it and must not go first.
         let big = start("big.cu", 8, Duration::from_millis(300));
-        std::thread::sleep(Duration::from_millis(200));
+        waiting(dir.path(), 1);
         let small = start("small.cu", 1, Duration::ZERO);
-        std::thread::sleep(Duration::from_millis(300));
+        waiting(dir.path(), 2);
         assert!(order.lock().unwrap().is_empty(), "{:?}", order.lock().unwrap());
         drop(a);
         big.join().unwrap();
