@@ -2,9 +2,10 @@
 //! machine (the gate's `units.jsonl`, [`super::gate`]), kept under
 //! `<cache>/memory/<host>/<component>@<archs>.units.json` (the build's `memory_key`: a unit
 //! compiled for four archs with `--threads 2` holds two compilers at once where one compiled
-//! for one arch holds one), the latest figure of each unit winning. The next plan of the
-//! component for those archs on this machine schedules by these figures: its compile jobs are
-//! as many as the smallest unit allows within the memory the build may use, and the gate lets
+//! for one arch holds one): a completed build's units replace what was kept, a failed build's
+//! are merged in. The next plan of the component for those archs on this machine schedules by
+//! these figures: its compile jobs are as many as the smallest unit allows within the memory
+//! the build may use (never more than the build's own figure per job allows), and the gate lets
 //! each unit in only while the figures of the units compiling fit that memory, so a build whose
 //! units differ (flash-attn's hdim64 and hdim256, one arch or four) runs more of the small ones
 //! at once than one figure per job would allow.
