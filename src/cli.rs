@@ -48,8 +48,8 @@ pub struct Global {
     pub jobs: Option<usize>,
     /// The memory builds may use together (`16GiB`): jobs are planned within it, and each CUDA
     /// compile waits until the figure measured for its unit fits [default: the memory available]
-    #[arg(long, global = true, value_name = "SIZE", env = "KILN_MEMORY_LIMIT")]
-    pub memory_limit: Option<bytesize::ByteSize>,
+    #[arg(long, global = true, value_name = "SIZE", env = "KILN_MEMORY_LIMIT", value_parser = memory_size)]
+    pub memory_limit: Option<u64>,
     /// Time limit for each import the probe tries; a hanging import is reported, not waited for
     #[arg(
         long,
@@ -121,6 +121,17 @@ fn stall(s: &str) -> Result<std::time::Duration, String> {
     duration(s).map_err(|e| format!("{e}, or `none`"))
 }
 
+/// A `--memory-limit` value: a size with a unit (`16GiB`, `512MiB`, `64GB`) or bytes, above 0.
+fn memory_size(s: &str) -> Result<u64, String> {
+    let bytes = s
+        .parse::<bytesize::ByteSize>()
+        .map_err(|_| format!("expected a size such as `16GiB`, `512MiB` or `64GB`, not `{s}`"))?;
+    match bytes.as_u64() {
+        0 => Err("a memory limit of 0 leaves builds nothing: give a size such as `16GiB`".into()),
+        n => Ok(n),
+    }
+}
+
 fn duration(s: &str) -> Result<std::time::Duration, String> {
     crate::recipe::parse_duration(s)
         .ok_or_else(|| format!("expected a number and a unit: `90s`, `20m`, `6h` or `1d`, not `{s}`"))
@@ -135,7 +146,7 @@ impl Global {
             recipes: self.recipes.clone(),
             cache_dir: settings::cache_dir(self.cache_dir.as_deref()),
             jobs: self.jobs,
-            memory_limit: self.memory_limit.map(|b| b.as_u64()),
+            memory_limit: self.memory_limit,
             import_timeout: settings::import_timeout(self.import_timeout),
             refresh: self.refresh,
             allow_replace: self.allow_replace.clone(),

@@ -116,44 +116,6 @@ pub fn gate_figures(records: Option<&UnitRecords>) -> (BTreeMap<String, u64>, Op
     }
 }
 
-/// Opens the memory gate for one attempt of a build with `jobs` jobs: writes its
-/// config into `dir` (the limit the plan gave, shrunk with the jobs after an OOM kill; this
-/// machine's figures per unit, else the plan's figure per job) and returns the run's values for
-/// it: kiln's own program and `dir`. `None` (the compiles run without the gate) where the build
-/// has no nvcc or kiln cannot name its own program.
-pub fn open_gate(
-    dir: &Path,
-    cache: &Path,
-    spec: &crate::resolve::spec::BuildSpec,
-    jobs: usize,
-    src: &Path,
-) -> Option<(String, String)> {
-    spec.nvcc.as_ref()?;
-    let kiln = std::env::current_exe().ok()?;
-    let (units, largest) = gate_figures(load(cache, &spec.memory_key).as_ref());
-    let limit = spec
-        .memory_limit
-        .map(|l| l.saturating_mul(jobs as u64) / spec.jobs.max(1) as u64);
-    let config = super::gate::Config {
-        limit,
-        unmeasured: largest.or(spec.memory_per_job),
-        units,
-        src: src.to_path_buf(),
-    };
-    std::fs::create_dir_all(dir).ok()?;
-    // A new attempt: nothing measured or holding a slot yet.
-    let _ = std::fs::remove_file(dir.join(super::gate::MEASURED));
-    let _ = std::fs::remove_file(dir.join("slots.json"));
-    let bytes = serde_json::to_vec(&config).ok()?;
-    crate::store::atomic::write(
-        &dir.join(super::gate::CONFIG),
-        &bytes,
-        crate::store::atomic::Sync::Cache,
-    )
-    .ok()?;
-    Some((kiln.display().to_string(), dir.display().to_string()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

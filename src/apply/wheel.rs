@@ -111,7 +111,7 @@ impl WheelJob<'_> {
         let mut killed = 0;
         loop {
             let gate = self.work.join("gate");
-            values.gate = super::unit_memory::open_gate(&gate, &self.cx.cache, self.spec, values.jobs, self.src);
+            values.gate = super::gate::open(&gate, &self.cx.cache, self.spec, values.jobs, self.src);
             let argv = BuildSpec::argv(&self.spec.wheel, values);
             self.reporter.phase(self.step, Phase::Wheel, &jobs_text(values.jobs));
             let usage = Arc::new(Usage::default());

@@ -29,7 +29,10 @@ pub fn run(args: &[OsString]) -> ExitCode {
                 h(w.limit)
             );
         }
-        Notice::Ungated(why) => eprintln!("kiln gate: compiling without the memory gate: {why}"),
+        Notice::Ungated(why) => eprintln!(
+            "kiln gate: compiling without the memory gate ({why}): this unit is neither held to the \
+             build's memory nor measured"
+        ),
     };
     match gate::run(argv, dir.as_deref(), notice) {
         Ok(CompilerExit::Code(c)) => ExitCode::from(u8::try_from(c).unwrap_or(1)),

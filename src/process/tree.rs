@@ -11,15 +11,24 @@
 
 use std::collections::HashMap;
 
+/// The size of a memory page, which `/proc/PID/stat` counts resident memory in.
+pub(super) fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+}
+
 /// The summed RSS, in bytes, of `pid` and its descendants now (0 when it is gone).
 pub fn resident(pid: u32) -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let page = page_size();
+    // Index 20 of the stat fields is the resident pages (field 24).
     let rss = |p: u32| super::group::stat(p).and_then(|f| f.get(20).copied()).unwrap_or(0) * page;
     // The kernel's list of each thread's children (CONFIG_PROC_CHILDREN) reads a compiler's few
     // processes; without it, every process's parent is read from all of /proc.
     let Some(mut stack) = children(pid) else {
-        return scanned(pid, page);
+        return scanned(|p, _| p == u64::from(pid))
+            .iter()
+            .map(|f| f.get(20).copied().unwrap_or(0) * page)
+            .sum();
     };
     let mut total = rss(pid);
     while let Some(p) = stack.pop() {
@@ -32,6 +41,13 @@ pub fn resident(pid: u32) -> u64 {
 /// The `/proc/PID/stat` fields (as [`super::group`] reads them) of every process in the groups
 /// `pgids` and of every descendant of one, in one pass over `/proc`.
 pub(super) fn groups_with_descendants(pgids: &[u32]) -> Vec<Vec<u64>> {
+    // Index 1 of the stat fields is the process group (field 5).
+    scanned(|_, f| f.get(1).is_some_and(|g| pgids.iter().any(|&p| u64::from(p) == *g)))
+}
+
+/// The stat fields of every process that `root` picks (by pid and fields) and of every
+/// descendant of one, in one pass over `/proc`.
+fn scanned(root: impl Fn(u64, &[u64]) -> bool) -> Vec<Vec<u64>> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -39,13 +55,13 @@ pub(super) fn groups_with_descendants(pgids: &[u32]) -> Vec<Vec<u64>> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|p| Some((u64::from(p), super::group::stat(p)?)))
         .collect();
+    // Index 0 of the stat fields is the parent (field 4).
     let mut by_parent: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, (_, f)) in all.iter().enumerate() {
         by_parent.entry(f.first().copied().unwrap_or(0)).or_default().push(i);
     }
-    let in_groups = |f: &Vec<u64>| f.get(1).is_some_and(|g| pgids.iter().any(|&p| u64::from(p) == *g));
     let mut taken = vec![false; all.len()];
-    let mut stack: Vec<usize> = (0..all.len()).filter(|&i| in_groups(&all[i].1)).collect();
+    let mut stack: Vec<usize> = (0..all.len()).filter(|&i| root(all[i].0, &all[i].1)).collect();
     while let Some(i) = stack.pop() {
         if std::mem::replace(&mut taken[i], true) {
             continue;
@@ -73,36 +89,6 @@ fn children(pid: u32) -> Option<Vec<u32>> {
     (listed || !std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(out)
 }
 
-/// [`resident`] from one pass over all of `/proc`.
-fn scanned(pid: u32, page: u64) -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    // Index 0 of the stat fields is the parent, 20 the resident pages (fields 4 and 24).
-    let mut children: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
-    let mut own = 0;
-    for p in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
-        let Some(f) = super::group::stat(p) else { continue };
-        let rss = f.get(20).copied().unwrap_or(0) * page;
-        if p == pid {
-            own = rss;
-        }
-        children
-            .entry(f.first().copied().unwrap_or(0))
-            .or_default()
-            .push((u64::from(p), rss));
-    }
-    let mut total = own;
-    let mut stack = vec![u64::from(pid)];
-    while let Some(p) = stack.pop() {
-        for &(child, rss) in children.get(&p).map_or(&[][..], Vec::as_slice) {
-            total += rss;
-            stack.push(child);
-        }
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -122,6 +108,11 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(50));
             seen = super::resident(pid);
         }
+        // The same tree read from all of /proc (where the kernel lists no children).
+        let scanned: u64 = super::scanned(|p, _| p == u64::from(pid))
+            .iter()
+            .map(|f| f[20] * super::page_size())
+            .sum();
         let _ = std::process::Command::new("pkill")
             .args(["-P", &pid.to_string()])
             .status();
@@ -129,9 +120,6 @@ mod tests {
         let _ = sh.wait();
         assert!(seen >= 64 << 20, "saw {seen} bytes");
         assert_eq!(super::resident(u32::MAX - 1), 0, "no such process");
-        assert!(
-            super::scanned(std::process::id(), 4096) > 0,
-            "the scan sees this process"
-        );
+        assert!(scanned >= 64 << 20, "the scan saw {scanned} bytes");
     }
 }

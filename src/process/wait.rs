@@ -66,8 +66,7 @@ impl Drop for Ended {
 /// CPU time (clock ticks) and resident memory (bytes) of every process in the groups `pgids`
 /// and of their descendants in groups of their own (ninja's compilers).
 fn sample(pgids: &[u32]) -> (u64, u64) {
-    // SAFETY: sysconf has no preconditions.
-    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let page = super::tree::page_size();
     let (mut cpu, mut rss) = (0, 0);
     for f in super::tree::groups_with_descendants(pgids) {
         // Index 0 is field 4 of /proc/PID/stat: utime..cstime are fields 14-17, rss 24.

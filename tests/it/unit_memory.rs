@@ -44,6 +44,15 @@ fn wheel_log(out: &std::process::Output) -> String {
 #[test]
 fn units_measured_in_one_build_size_the_next_and_the_gate_keeps_compiles_within_the_limit() {
     let w = World::new();
+    // A limit that is no size, or nothing, is refused before anything runs, saying what would do.
+    for (bad, says) in [
+        ("12GX", "expected a size such as `16GiB`"),
+        ("0", "a memory limit of 0 leaves builds nothing"),
+    ] {
+        let out = kiln(&w, &w.python, &["plan", "--memory-limit", bad]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
     // First build, two jobs: the three units go through the gate and are measured.
     let out = kiln(&w, &w.python, &["install", "--json", "--arch", "12.0", "--jobs", "2"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -1,4 +1,5 @@
-//! The memory gate: what kiln puts in front of every CUDA compile of a build
+//! The memory gate: what kiln puts in front of every CUDA compile of a build, and its build
+//! side ([`open`]: the config each attempt of a build gives its gates)
 //! (`kiln gate -- [sccache] nvcc ARGS`, through torch's `PYTORCH_NVCC` and CMake's
 //! `CMAKE_CUDA_COMPILER_LAUNCHER`; the wiring is [`crate::resolve::spec::BuildSpec::env_with`]).
 //! Each compile is one translation unit, and units differ: flash-attn's hdim256 kernels take
@@ -17,7 +18,10 @@
 //! command ungated; CMake's own checks (`CMakeFiles/`) it runs without gating or keeping them.
 //! It deliberately measures nothing behind sccache (the compile runs in sccache's server, not
 //! under the gate) and gates only what it is put in front of: host C++ compiles are not
-//! counted. The compiler's exit status (or the signal that killed it) is the gate's own.
+//! counted. The compiler's exit status (or the signal that killed it) is the gate's own. It runs
+//! the compiler itself rather than through [`crate::process::Cmd`], which gives each program a
+//! process group and a log of its own: the compiler stays in the gate's group (ninja signals
+//! that group), its output goes straight to ninja, and it dies with the gate.
 
 pub mod slots;
 
@@ -86,6 +90,39 @@ pub fn unit_of(args: &[OsString], src: &Path) -> Option<String> {
     Some(rel.to_string_lossy().into_owned())
 }
 
+/// Opens the gate for one attempt of a build with `jobs` jobs: writes its config into `dir`
+/// (the limit the plan gave, shrunk with the jobs after an OOM kill; this machine's figures
+/// per unit, else the plan's figure per job) and returns the run's values for it: kiln's own
+/// program and `dir`. `None` (the compiles run without the gate) where the build has no nvcc
+/// or kiln cannot name its own program.
+pub fn open(
+    dir: &Path,
+    cache: &Path,
+    spec: &crate::resolve::spec::BuildSpec,
+    jobs: usize,
+    src: &Path,
+) -> Option<(String, String)> {
+    spec.nvcc.as_ref()?;
+    let kiln = std::env::current_exe().ok()?;
+    let kept = super::unit_memory::load(cache, &spec.memory_key);
+    let (units, largest) = super::unit_memory::gate_figures(kept.as_ref());
+    let config = Config {
+        limit: spec
+            .memory_limit
+            .map(|l| l.saturating_mul(jobs as u64) / spec.jobs.max(1) as u64),
+        unmeasured: largest.or(spec.memory_per_job),
+        units,
+        src: src.to_path_buf(),
+    };
+    std::fs::create_dir_all(dir).ok()?;
+    // A new attempt: nothing measured or holding a slot yet.
+    let _ = std::fs::remove_file(dir.join(MEASURED));
+    let _ = std::fs::remove_file(dir.join(slots::TABLE));
+    let bytes = serde_json::to_vec(&config).ok()?;
+    crate::store::atomic::write(&dir.join(CONFIG), &bytes, crate::store::atomic::Sync::Cache).ok()?;
+    Some((kiln.display().to_string(), dir.display().to_string()))
+}
+
 /// What the gate tells the build's log.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Notice {
@@ -136,7 +173,7 @@ pub fn run(argv: &[OsString], dir: Option<&Path>, notice: &mut dyn FnMut(Notice)
         .map(|limit| slots::enter(dir, &name, estimate, limit, on_wait))
     {
         Some(Err(e)) => {
-            notice(Notice::Ungated(format!("{}: {e}", dir.join("slots.json").display())));
+            notice(Notice::Ungated(format!("{}: {e}", dir.join(slots::TABLE).display())));
             None
         }
         Some(Ok(slot)) => Some(slot),
@@ -196,9 +233,14 @@ fn spawn_and_wait(program: &OsString, args: &[OsString]) -> Result<(CompilerExit
             Ok(())
         });
     }
-    let child = command
-        .spawn()
-        .map_err(|e| format!("kiln gate: cannot run {}: {e}", program.to_string_lossy()))?;
+    let child = command.spawn().map_err(|e| {
+        let program = program.to_string_lossy();
+        format!(
+            "kiln gate: cannot run {program}: {e}; the build names it after `kiln gate --` in \
+                 PYTORCH_NVCC or CMAKE_CUDA_COMPILER_LAUNCHER (this machine's nvcc when the plan was \
+                 made): is it still there?"
+        )
+    })?;
     let pid = libc::pid_t::try_from(child.id()).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let mut peak = 0;

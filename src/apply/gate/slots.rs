@@ -17,6 +17,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The table's file in the gate's directory.
+pub const TABLE: &str = "slots.json";
+
 /// How often a waiting unit looks again.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -126,7 +129,7 @@ impl Drop for Slot {
 fn with_table<T>(dir: &Path, f: impl FnOnce(&mut Table) -> T) -> std::io::Result<T> {
     let lock = File::create(dir.join("slots.lock"))?;
     lock.lock()?;
-    let path = dir.join("slots.json");
+    let path = dir.join(TABLE);
     let mut table: Table = std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

@@ -139,3 +139,43 @@ fn two_compilers_at_once_count_together_and_a_gate_that_cannot_work_says_so_and_
         1
     );
 }
+
+#[test]
+fn each_attempt_opens_the_gate_afresh_and_a_retry_with_fewer_jobs_gets_less_memory() {
+    let vars = crate::recipe::template::Vars {
+        python: "python3".into(),
+        src: String::new(),
+        wheel_dir: String::new(),
+        jobs: 4,
+        version: "1.0".into(),
+        cuda_home: None,
+        cuda_version: None,
+        archs: Vec::new(),
+    };
+    let mut spec = crate::resolve::spec::BuildSpec::new(&crate::recipe::Build::default(), &vars).unwrap();
+    let (cache, dir, src) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        Path::new("/s"),
+    );
+    // No nvcc: no gate.
+    assert_eq!(open(dir.path(), cache.path(), &spec, 4, src), None);
+    spec.nvcc = Some("/cuda/bin/nvcc".into());
+    spec.memory_limit = Some(12 << 30);
+    spec.memory_per_job = Some(3 << 30);
+    spec.memory_key = "x@9.0".into();
+    std::fs::write(dir.path().join(MEASURED), "left by the last attempt\n").unwrap();
+    std::fs::write(dir.path().join(slots::TABLE), "{}").unwrap();
+    // The retry after an OOM kill runs 2 of the planned 4 jobs: half the memory.
+    let (kiln, at) = open(dir.path(), cache.path(), &spec, 2, src).unwrap();
+    assert_eq!(kiln, std::env::current_exe().unwrap().display().to_string());
+    assert_eq!(at, dir.path().display().to_string());
+    let config: Config = serde_json::from_slice(&std::fs::read(dir.path().join(CONFIG)).unwrap()).unwrap();
+    assert_eq!(config.limit, Some(6 << 30));
+    assert_eq!(
+        config.unmeasured,
+        Some(3 << 30),
+        "no unit measured: the plan's figure per job"
+    );
+    assert!(!dir.path().join(MEASURED).exists() && !dir.path().join(slots::TABLE).exists());
+}
