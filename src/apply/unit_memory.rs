@@ -7,7 +7,7 @@
 //! these figures: its compile jobs are as many as the smallest unit allows within the memory
 //! the build may use (never more than the build's own figure per job allows), and the gate lets
 //! each unit in only while the figures of the units compiling fit that memory, so a build whose
-//! units differ (flash-attn's hdim64 and hdim256, one arch or four) runs more of the small ones
+//! units differ (flash-attn's hdim32 and hdim64, one arch or four) runs more of the small ones
 //! at once than one figure per job would allow.
 //!
 //! It deliberately ignores how a unit will differ next time (another version, other flags): a

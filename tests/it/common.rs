@@ -488,6 +488,11 @@ pub fn pip_wheel(python: &Path, src: &Path, out: &Path) -> StdCommand {
     c
 }
 
+/// A component's evidence in `doctor --json` or `install --json` output.
+pub fn evidence(c: &serde_json::Value) -> &str {
+    c["evidence"].as_str().unwrap_or_else(|| panic!("no evidence in {c}"))
+}
+
 /// The component named `name` in `doctor --json` output.
 pub fn component<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     v["components"]

@@ -2,7 +2,7 @@
 //! declared with KILN_GPU_ARCH, as on a machine without nvidia-smi), after every build and in
 //! every doctor; a failing one makes the component `broken` with the script's own error.
 
-use crate::common::{World, component, stdout_json, text};
+use crate::common::{World, component, evidence, stdout_json, text};
 
 /// A driver that drives 9.0 and 12.0 GPUs (R580, CUDA 13.0): a GPU without a driver runs no
 /// smoke test (`tests/it/driver.rs`).
@@ -106,10 +106,7 @@ fn an_install_runs_its_smoke_test_once_and_the_verdict_after_it_takes_that_resul
     let c = component(&v, "fixture-pure");
     assert_eq!(c["status"], "ok", "{c}");
     assert!(
-        c["evidence"]
-            .as_str()
-            .unwrap()
-            .contains("smoke test smoke/fixture-pure.py passed on 9.0"),
+        evidence(c).contains("smoke test smoke/fixture-pure.py passed on 9.0"),
         "{c}"
     );
     assert_eq!(

@@ -2,9 +2,10 @@
 //! side ([`open`]: the config each attempt of a build gives its gates)
 //! (`kiln gate -- [sccache] nvcc ARGS`, through torch's `PYTORCH_NVCC` and CMake's
 //! `CMAKE_CUDA_COMPILER_LAUNCHER`; the wiring is [`crate::resolve::spec::BuildSpec::env_with`]).
-//! Each compile is one translation unit, and units differ: flash-attn's hdim256 kernels take
-//! more memory than its hdim64 ones, and a unit compiled for four archs with `--threads 2`
-//! holds two compilers at once where a narrowed one holds one. So the gate
+//! Each compile is one translation unit, and units differ (measured on an H100 machine,
+//! BENCHMARKS.md): flash-attn 2.8.3's hdim64 forward kernel took 3.6 GiB where its hdim32 one
+//! took 3.3 GiB, and that unit compiled for four archs with `--threads 2` took 6.5 GiB, two
+//! compilers at once where a narrowed one holds one. So the gate
 //! - names the unit (its source file, relative to the build's source tree),
 //! - waits until the unit's estimate fits beside the units compiling now, within the memory the
 //!   build was given ([`slots`]); the estimate is what this unit took when it was last built on
