@@ -13,8 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::blame::{self, Blame, Fault};
-use super::failure::{BuildFailure, Restored, StepError, WheelFate};
+use super::blame::Fault;
+use super::failure::{BuildFailure, StepError};
+use super::fate::{clean_up, keep_wheel, put_back, wheel_fate};
 use super::owned::{self, Added, Content, listed_with};
 use super::replace;
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
@@ -25,7 +26,6 @@ use crate::probe::python::{self, PythonFacts};
 use crate::probe::runtime;
 use crate::recipe::Recipe;
 use crate::resolve::{Plan, Step};
-use crate::store::backup::Backup;
 
 /// What a step that changed something leaves behind.
 pub(super) struct StepDone {
@@ -79,7 +79,7 @@ pub(super) fn commit(
     let facts = match replace::remove(step, cx, &replaced)
         .and_then(|()| install_and_verify(step, r, plan, cx, &p, &mut runtime, reporter))
         .and_then(|facts| {
-            txn.step_proven(&step.name).map(|()| facts).map_err(|e| {
+            txn.step_proven(&[step.name.as_str()]).map(|()| facts).map_err(|e| {
                 (
                     fail(Phase::Verify, StepError::io("cannot write the install journal")(e)),
                     None,
@@ -113,24 +113,29 @@ pub(super) fn commit(
             return Err(f);
         }
     };
+    Ok(proven(step, cx, p, is, facts))
+}
+
+/// A step verified and recorded: its backup goes, its wheel is kept, its build tree removed.
+pub(super) fn proven(step: &Step, cx: &Context, p: Prepared, is: wheels::Expected, facts: PythonFacts) -> StepDone {
     crate::crash_point::reached(&format!("proven {}", step.name));
-    let _ = std::fs::remove_dir_all(&backup_dir);
+    let _ = std::fs::remove_dir_all(p.work.join("backup"));
     let wheel = keep_wheel(&cx.cache, &p, is, &log_of(cx, step, Phase::Wheel));
     clean_up(&p.work, wheel.as_deref());
     crate::crash_point::reached(&format!("cleaned up {}", step.name));
-    Ok(StepDone {
+    StepDone {
         wheel,
         source: p.identity,
         from_cache: p.from_cache,
         note: p.note,
         compile_cache: p.compile_cache,
         facts,
-    })
+    }
 }
 
 /// The distribution the prepared wheel installs, by its own name: a wheel file's first
 /// field (`name-version-...whl`, PEP 427) or an index requirement's name.
-fn wheel_dist(p: &Prepared) -> Option<String> {
+pub(super) fn wheel_dist(p: &Prepared) -> Option<String> {
     match &p.wheel {
         Some(w) => Some(w.file_name()?.to_str()?.split('-').next()?.to_string()),
         None => {
@@ -248,7 +253,22 @@ pub(super) fn site_of(cx: &Context, dist: &str) -> Result<PathBuf, StepError> {
 
 /// Proves the component in a fresh interpreter: every import its recipe names must run.
 fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFacts, (BuildFailure, Box<Fault>)> {
-    let fail = |e| BuildFailure::new(&step.name, Phase::Verify, e);
+    let imports = proof_imports(step, r, cx);
+    // The probe itself failing (killed, timed out, unable to run) is no import of the wheel's.
+    let mut facts = python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| {
+        let why = format!("the verification probe failed: {e}");
+        (
+            BuildFailure::new(&step.name, Phase::Verify, e.into()),
+            Box::new(Fault::Outside(why)),
+        )
+    })?;
+    judge(step, r, plan, cx, &imports, &mut facts)?;
+    Ok(facts)
+}
+
+/// What the verification imports, in order: what the component links against first (torch
+/// above all, so that the probe records their ABI facts), then its own imports and its features'.
+pub(super) fn proof_imports(step: &Step, r: &Recipe, cx: &Context) -> Vec<String> {
     let version = step.version.as_deref().and_then(|v| v.parse().ok());
     let mut imports = r.imports_of(version.as_ref()).to_vec();
     // Import what it links against first (torch above all), so the probe records their ABI facts.
@@ -264,11 +284,21 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
             imports.extend(feat.imports.iter().cloned());
         }
     }
-    // The probe itself failing (killed, timed out, unable to run) is no import of the wheel's.
-    let mut facts = python::probe(&cx.python, &imports, cx.import_timeout).map_err(|e| {
-        let why = format!("the verification probe failed: {e}");
-        (fail(e.into()), Box::new(Fault::Outside(why)))
-    })?;
+    imports
+}
+
+/// Whether what a fresh interpreter answered for `imports` proves the component: every import
+/// ran, and its smoke test passes where a GPU of the target arch is here (the result goes into
+/// `facts` for the verdict after the install).
+pub(super) fn judge(
+    step: &Step,
+    r: &Recipe,
+    plan: &Plan,
+    cx: &Context,
+    imports: &[String],
+    facts: &mut PythonFacts,
+) -> Result<(), (BuildFailure, Box<Fault>)> {
+    let fail = |e| BuildFailure::new(&step.name, Phase::Verify, e);
     let failed: Vec<(String, python::ImportResult)> = imports
         .iter()
         .filter_map(|m| {
@@ -309,13 +339,13 @@ fn verify(step: &Step, r: &Recipe, plan: &Plan, cx: &Context) -> Result<PythonFa
         let key = crate::probe::smoke::key(&smoke_archs, &smoke.text);
         facts.smoke.insert(r.name.clone(), (key, s));
     }
-    Ok(facts)
+    Ok(())
 }
 
 /// Writes `<dist-info>/kiln.json`: what was built, from what, for which archs and toolkit, and
 /// the fingerprint of every dependency it links against (`abi = true`), so that a later change
 /// of that dependency makes it `stale`.
-fn record(
+pub(super) fn record(
     step: &Step,
     r: &Recipe,
     plan: &Plan,
@@ -360,86 +390,6 @@ fn record(
     owned::replace_file(&Path::new(info).join("kiln.json"), text.as_bytes()).map_err(io)?;
     crate::crash_point::reached("record");
     Ok(())
-}
-
-/// Puts the backup back after the failed install was uninstalled; says what was done.
-fn put_back(dist: &str, backup: Option<&Backup>, log: &Path) -> Restored {
-    match backup {
-        None => Restored::Removed { dist: dist.to_string() },
-        Some(b) => match b.restore() {
-            Ok(()) => Restored::Restored {
-                dist: dist.to_string(),
-                files: b.len(),
-            },
-            Err(error) => Restored::Failed {
-                error: Box::new(error),
-                log: log.to_path_buf(),
-            },
-        },
-    }
-}
-
-/// What becomes of the wheel after a failed verification: kept unverified when the failure is
-/// outside it ([`blame`]); a wheel that fails in its own files is not kept (and an unverified
-/// cache entry it came from is removed). A cached wheel some run verified stays as it is.
-fn wheel_fate(cache: &Path, p: &Prepared, is: wheels::Expected, fault: Fault) -> Option<WheelFate> {
-    let wheel = p.wheel.as_ref()?;
-    if p.from_cache && p.unverified.is_none() {
-        return None;
-    }
-    match blame::judge(fault, wheel) {
-        Blame::Own(why) => {
-            if let (true, Some((key, _))) = (p.from_cache, &p.cache_entry) {
-                let _ = wheels::forget_unverified(cache, key);
-            }
-            Some(WheelFate::Own { why })
-        }
-        Blame::Outside(why) => {
-            let Some((key, inputs)) = &p.cache_entry else {
-                let error = "what decides its binary is not all known (an ABI dependency's fingerprint)".into();
-                return Some(WheelFate::NotKept { why, error });
-            };
-            Some(match wheels::store_unverified(cache, key, inputs, wheel, is, &why) {
-                Ok(path) => WheelFate::Kept { path, why },
-                Err(e) => WheelFate::NotKept {
-                    why,
-                    error: e.to_string(),
-                },
-            })
-        }
-    }
-}
-
-/// Keeps a verified wheel in the wheel cache (an unverified entry it came from is verified
-/// now); returns where the wheel now is. A cache that cannot be written costs a later rebuild,
-/// not this install: said in the wheel log.
-fn keep_wheel(cache: &Path, p: &Prepared, is: wheels::Expected, wheel_log: &Path) -> Option<PathBuf> {
-    let verified_before = p.from_cache && p.unverified.is_none();
-    let (false, Some((key, inputs)), Some(w)) = (verified_before, &p.cache_entry, &p.wheel) else {
-        return p.wheel.clone();
-    };
-    match wheels::store(cache, key, inputs, w, is) {
-        Ok(kept) => Some(kept),
-        Err(e) => {
-            let note = format!("\n# not kept in the wheel cache: {e}\n");
-            let _ = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(wheel_log)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
-            p.wheel.clone()
-        }
-    }
-}
-
-/// The build tree (sources, objects, the build-requirements overlay) is most of the disk a
-/// build takes: gone once the component is proven, all of it unless the wheel still lives there.
-fn clean_up(work: &Path, wheel: Option<&Path>) {
-    let _ = std::fs::remove_dir_all(work.join("src"));
-    let _ = std::fs::remove_dir_all(work.join("build-requires"));
-    if wheel.is_none_or(|w| !w.starts_with(work)) {
-        let _ = std::fs::remove_dir_all(work);
-    }
 }
 
 /// Pins every distribution kiln manages, so that installing with dependencies can never

@@ -1,6 +1,7 @@
 //! Tests of the install transaction's pieces: backups put back, wheels kept or not.
 
 use super::*;
+use crate::apply::failure::Restored;
 use crate::probe::python::Dist;
 
 #[test]

@@ -105,6 +105,10 @@ pub enum StepError {
     Imports(Vec<(String, String)>),
     #[error("smoke test failed: {0}")]
     Smoke(String),
+    /// Installed in one call with the steps whose builds finished with it (`batch`), which
+    /// then failed.
+    #[error("installed in one call with the steps that finished with it, which then failed: {why}")]
+    Batch { why: String },
 }
 
 impl StepError {

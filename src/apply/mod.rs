@@ -21,11 +21,13 @@
 //! ignores choosing versions and deciding what needs building (that is the plan's job): it
 //! carries out the steps it is given.
 
+mod batch;
 mod blame;
 mod commit;
 pub mod compile;
 pub mod events;
 pub mod failure;
+mod fate;
 pub mod gate;
 pub mod guarded;
 pub mod inputs;

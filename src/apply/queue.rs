@@ -3,6 +3,9 @@
 //! memory left ([`super::schedule`]); each finished wheel is installed and verified on this
 //! thread, one at a time, in the order builds finish, inside one transaction ([`super::txn`]),
 //! after the builds that the CPUs it gave back allow have started (they overlap its install).
+//! Builds that finished together install together ([`super::batch`]: one installer call, each
+//! proven in an interpreter of its own, side by side) until a batch fails; each step then
+//! installs on its own for the rest of the run.
 //! After a failure no new build starts and the environment is put back as it was before the
 //! run, the steps proven before included; builds under way finish and are not installed (builds
 //! are never cancelled, so one started just before a failing install delays the report by its
@@ -16,6 +19,7 @@ use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::time::Instant;
 
+use super::batch::{self, Batched};
 use super::commit::{StepDone, commit};
 use super::failure::BuildFailure;
 use super::failure::Restored;
@@ -66,6 +70,8 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
         };
         // Builds that finished, in the order they finished, waiting for their install.
         let mut ready: Ready = VecDeque::new();
+        // Until a batch fails: then each step installs on its own, for the rest of the run.
+        let mut batching = true;
         loop {
             // No build starts while a failed one waits to be reported, or after a failure.
             let clean = |ready: &Ready| ready.iter().all(|(_, p)| p.is_ok());
@@ -93,6 +99,33 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
             if clean(&ready) && txn.open_for_more() {
                 start_what_fits(&mut q, &mut budget, &mut running);
             }
+            // Builds that finished together install together while nothing failed.
+            if batching && ready.len() > 1 && txn.open_for_more() {
+                let all = ready
+                    .iter()
+                    .all(|(i, p)| p.as_ref().is_ok_and(|p| batch::batchable(&steps[*i], cx, p)));
+                if all {
+                    let items = ready.drain(..).filter_map(|(i, p)| p.ok().map(|p| (i, p))).collect();
+                    let _leftovers = crate::process::group::scope();
+                    match batch::commit_all(items, steps, plan, cx, reporter, &mut txn) {
+                        Batched::Done(done) => {
+                            for (i, d) in done {
+                                let since = q.started[i].unwrap_or_else(Instant::now);
+                                q.committed(i, &steps[i], since, Ok(d), cx, reporter, &mut txn);
+                            }
+                        }
+                        Batched::OneByOne(items, _why) => {
+                            batching = false;
+                            ready.extend(items.into_iter().map(|(i, p)| (i, Ok(p))));
+                        }
+                        Batched::Failed(i, f) => {
+                            let since = q.started[i].unwrap_or_else(Instant::now);
+                            q.committed(i, &steps[i], since, Err(f), cx, reporter, &mut txn);
+                        }
+                    }
+                    continue;
+                }
+            }
             let Some((i, prepared)) = ready.pop_front() else {
                 continue;
             };
@@ -106,25 +139,7 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
                 let _leftovers = crate::process::group::scope();
                 commit(step, plan, cx, p, reporter, &mut txn)
             });
-            match committed {
-                Ok(done) => {
-                    q.finished(i, step, outcome(step, since, StepResult::Done, Some(&done)), reporter);
-                    let before = q.latest.take();
-                    q.latest = Some(carry_torch_facts(before.as_ref().unwrap_or(cx.facts), done.facts));
-                }
-                Err(mut f) => {
-                    q.finished(i, step, outcome(step, since, StepResult::Failed, None), reporter);
-                    txn.failed();
-                    if let (Restored::Unchanged, Some(u)) = (&f.restored, &txn.undo)
-                        && (!u.kept.is_empty() || !u.rolled_back.is_empty())
-                    {
-                        f.restored = Restored::NotReached {
-                            kept: !u.kept.is_empty(),
-                        };
-                    }
-                    q.failures.push(f);
-                }
-            }
+            q.committed(i, step, since, committed, cx, reporter, &mut txn);
         }
     });
     // Interrupted before every step was proven: the transaction does not stand half done.
@@ -186,6 +201,39 @@ impl Queue {
         reporter.step_finished(step, &o);
         self.installed[i] = o.result != StepResult::Failed;
         self.outcomes[i] = Some(o);
+    }
+
+    /// Step `i`'s install is over: proven, or failed (the transaction then puts the run back).
+    #[allow(clippy::too_many_arguments)]
+    fn committed(
+        &mut self,
+        i: usize,
+        step: &Step,
+        since: Instant,
+        committed: Result<StepDone, BuildFailure>,
+        cx: &Context,
+        reporter: &dyn Reporter,
+        txn: &mut Txn,
+    ) {
+        match committed {
+            Ok(done) => {
+                self.finished(i, step, outcome(step, since, StepResult::Done, Some(&done)), reporter);
+                let before = self.latest.take();
+                self.latest = Some(carry_torch_facts(before.as_ref().unwrap_or(cx.facts), done.facts));
+            }
+            Err(mut f) => {
+                self.finished(i, step, outcome(step, since, StepResult::Failed, None), reporter);
+                txn.failed();
+                if let (Restored::Unchanged, Some(u)) = (&f.restored, &txn.undo)
+                    && (!u.kept.is_empty() || !u.rolled_back.is_empty())
+                {
+                    f.restored = Restored::NotReached {
+                        kept: !u.kept.is_empty(),
+                    };
+                }
+                self.failures.push(f);
+            }
+        }
     }
 
     fn report(self) -> RunReport {

@@ -115,6 +115,20 @@ impl<'a> Txn<'a> {
         backup_dir: &std::path::Path,
         uninstall: &Cmd,
     ) -> std::io::Result<()> {
+        self.open()?.step(component, dist, backup, backup_dir, uninstall)
+    }
+
+    /// Writes the components about to be installed together into the journal (only in a run
+    /// that is one transaction: its snapshot undoes them).
+    pub fn begin_batch(&mut self, components: &[String]) -> std::io::Result<()> {
+        if self.cx.keep_done {
+            return Err(std::io::Error::other("with --keep-done every step installs on its own"));
+        }
+        self.open()?.batch(components)
+    }
+
+    /// The journal, opened by the first step of the transaction, which takes the snapshot first.
+    fn open(&mut self) -> std::io::Result<&mut Open> {
         if self.journal.is_none() {
             // Written down first, so that a kill while the copy is made removes it.
             let lock = locks::env_lock(&self.cx.cache, &self.cx.python);
@@ -133,8 +147,7 @@ impl<'a> Txn<'a> {
             crate::crash_point::reached("snapshot taken");
             self.journal = Some(j);
         }
-        let j = self.journal.as_mut().expect("opened above");
-        j.step(component, dist, backup, backup_dir, uninstall)
+        Ok(self.journal.as_mut().expect("opened above"))
     }
 
     fn snapshot(&self, dir: &std::path::Path) -> std::io::Result<Snapshot> {
@@ -147,12 +160,12 @@ impl<'a> Txn<'a> {
         Snapshot::take(&roots, dir)
     }
 
-    /// The step is verified and recorded.
-    pub fn step_proven(&mut self, component: &str) -> std::io::Result<()> {
+    /// The step (or the components installed together) is verified and recorded.
+    pub fn step_proven(&mut self, components: &[&str]) -> std::io::Result<()> {
         let Some(j) = self.journal.as_mut() else {
             return Ok(());
         };
-        self.proven.push(component.to_string());
+        self.proven.extend(components.iter().map(|c| c.to_string()));
         if !self.cx.keep_done {
             return j.step_proven();
         }

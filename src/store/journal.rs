@@ -73,6 +73,10 @@ pub struct Entry {
     /// The components this run installed before this step: rolled back with it.
     #[serde(default)]
     pub earlier: Vec<String>,
+    /// The components this step installs together (one installer call, one verification; no
+    /// backup or uninstall of their own: a rollback puts the run's snapshot back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch: Vec<String>,
 }
 
 /// A journal entry kept while a step changes the environment. While it is open an interrupt
@@ -128,6 +132,7 @@ impl Open {
                 .map_or(0, |d| d.as_secs()),
             snapshot,
             earlier: Vec::new(),
+            batch: Vec::new(),
         };
         Open {
             path: file_of(cache, python),
@@ -149,6 +154,7 @@ impl Open {
         e.component = component.to_string();
         e.dist = dist.to_string();
         e.state = State::Installing;
+        e.batch.clear();
         e.backup = backup.cloned();
         e.backup_dir = backup_dir.to_path_buf();
         e.uninstall = std::iter::once(uninstall.program.clone())
@@ -164,9 +170,23 @@ impl Open {
         e.component = component.to_string();
         e.dist = dist.to_string();
         e.state = State::Installing;
+        e.batch.clear();
         e.backup = None;
         e.backup_dir = PathBuf::new();
         e.uninstall.clear();
+        write(&self.path, &self.entry)
+    }
+
+    /// Writes down the components about to be installed together (state `installing`). Only
+    /// in a run with a snapshot: a rollback puts the snapshot back, which undoes all of them.
+    pub fn batch(&mut self, components: &[String]) -> std::io::Result<()> {
+        if self.entry.snapshot.is_none() {
+            return Err(std::io::Error::other(
+                "components install together only under a snapshot",
+            ));
+        }
+        self.files_only("", "")?;
+        self.entry.batch = components.to_vec();
         write(&self.path, &self.entry)
     }
 
@@ -174,7 +194,10 @@ impl Open {
     /// kill rolls it back with the rest (its backup is gone; the snapshot covers it).
     pub fn step_proven(&mut self) -> std::io::Result<()> {
         let e = &mut self.entry;
-        e.earlier.push(std::mem::take(&mut e.component));
+        match e.batch.is_empty() {
+            true => e.earlier.push(std::mem::take(&mut e.component)),
+            false => e.earlier.append(&mut e.batch),
+        }
         e.dist.clear();
         e.backup = None;
         e.uninstall.clear();
@@ -223,6 +246,8 @@ impl std::fmt::Display for Recovered {
         let e = &self.entry;
         let what = if e.state == State::Snapshotting {
             "a run".to_string()
+        } else if !e.batch.is_empty() {
+            e.batch.join(", ")
         } else if e.component.is_empty() {
             e.earlier.join(", ")
         } else {
@@ -242,6 +267,10 @@ impl std::fmt::Display for Recovered {
                     "it was copying the environment's files before changing anything: the environment is as it was, the partial copy was removed"
                 );
             }
+            (Ok(_), State::Installing, _) if !e.batch.is_empty() => write!(
+                f,
+                "rolled back: they were installed together and not yet verified, so they were removed"
+            )?,
             (Ok(_), State::Installing, _) if e.component.is_empty() => write!(
                 f,
                 "rolled back: the run had not verified every step, so what it installed was removed"
@@ -270,7 +299,8 @@ impl std::fmt::Display for Recovered {
                 );
             }
         }
-        if !e.earlier.is_empty() && !e.component.is_empty() {
+        let named = !e.component.is_empty() || !e.batch.is_empty();
+        if !e.earlier.is_empty() && named {
             write!(
                 f,
                 "; the same run's earlier steps ({}) were rolled back too",

@@ -1,5 +1,6 @@
 //! Integration tests: the real kiln binary on real virtualenvs and real builds.
 
+mod batch;
 mod build;
 mod bundle;
 mod bundle_for;
