@@ -7,18 +7,29 @@
 # 0.13.9 went to PyPI there), and kiln's uv is the carried binary linked into each fresh cache, as
 # bench.py does everywhere.
 #
-# usage: bench/h200/overhead.sh DIR   (DIR holds `uv` and `wh/setuptools-*.whl`; carried as .dev/uv)
+# usage: bench/h200/overhead.sh DIR
+#   DIR holds `uv` (or `uv.gz`) and `wh/setuptools-*.whl`, carried as an ignored folder; with
+#   `kiln-before.gz` and `kiln-after.gz` in it both binaries run side by side in one run (else
+#   $KILN alone, as "after").
 set -u
 D=$(realpath "${1:?usage: $0 DIR}")
-K=${KILN:-/tmp/kiln}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/uv-0.13.9
-cp "$D/uv" /tmp/uv-0.13.9/uv && chmod +x /tmp/uv-0.13.9/uv
+if [ -f "$D/uv.gz" ]; then gunzip -c "$D/uv.gz" > /tmp/uv-0.13.9/uv; else cp "$D/uv" /tmp/uv-0.13.9/uv; fi
+chmod +x /tmp/uv-0.13.9/uv
 mkdir -p /tmp/wh && cp "$D"/wh/*.whl /tmp/wh/
+KILNS=()
+for k in before after; do
+  if [ -f "$D/kiln-$k.gz" ]; then
+    gunzip -c "$D/kiln-$k.gz" > "/tmp/kiln-$k" && chmod +x "/tmp/kiln-$k"
+    KILNS+=(--kiln "$k=/tmp/kiln-$k")
+  fi
+done
+[ ${#KILNS[@]} -gt 0 ] || KILNS=(--kiln "after=${KILN:-/tmp/kiln}")
 export UV_OFFLINE=1 UV_FIND_LINKS=/tmp/wh
 export BENCH_PYTHON=${BENCH_PYTHON:-/opt/torch/.venv/bin/python3}
 nproc
 uptime
-python3 bench/overhead/bench.py --kiln "after=$K" --n "${N1:-4}" --n "${N2:-16}" --repeat "${REPEAT:-3}" \
+python3 bench/overhead/bench.py "${KILNS[@]}" --n "${N1:-4}" --n "${N2:-16}" --repeat "${REPEAT:-3}" \
   --uv /tmp/uv-0.13.9/uv --out /tmp 2>&1 | tee "$OUT/overhead.jsonl"
 uptime
