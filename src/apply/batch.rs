@@ -6,14 +6,20 @@
 //! (they share the GPU) and each step is recorded as `commit` records it.
 //!
 //! Only in a run that is one transaction (a failure rolls every step back anyway, and the run's
-//! snapshot undoes the batch after a kill), and only for steps whose install is the wheel alone:
-//! no runtime dependencies, nothing replaced under another name, no run-time environment file,
-//! no index of its own. Anything that fails sends the batch back, the environment put back as
-//! it was before it, to install one step at a time (`commit`), which then says which step failed
-//! and why: a batch never reports a failure of its own unless putting the environment back fails.
+//! snapshot undoes the batch after a kill), and only for steps whose install is the wheel
+//! alone or the wheel with its runtime dependencies added where missing (every kiln-managed
+//! distribution but the batch's pinned, as for a step alone; uv does that in one call, pip
+//! needs two, so with pip such steps install one at a time): nothing replaced under another
+//! name, no run-time environment file, no index of its own. Anything that fails sends the
+//! batch back, the wheels uninstalled and their backups put back (dependencies the batch's
+//! install added stay, within the same constraints, and go with the rest if the run fails), to
+//! install one step at a time (`commit`), which then says which step failed and why: a batch
+//! never reports a failure of its own unless putting the environment back fails.
 //!
-//! It deliberately ignores which steps finished together (`queue` hands them over) and how a
-//! failure is reported (`commit` does that on the way back).
+//! It deliberately ignores when builds finish (`queue` hands over those waiting) and how a
+//! step's failure is reported (`commit` does that on the way back).
+
+use std::collections::VecDeque;
 
 use super::commit::{self, StepDone};
 use super::failure::{BuildFailure, Restored, StepError};
@@ -25,6 +31,8 @@ use super::{Context, Phase, Reporter, wheels};
 use crate::probe::normalize;
 use crate::probe::python::{self, PythonFacts};
 use crate::probe::side_by_side;
+use crate::process::Cmd;
+use crate::recipe::Recipe;
 use crate::resolve::{Plan, Step};
 use crate::store::backup::Backup;
 
@@ -32,23 +40,51 @@ use crate::store::backup::Backup;
 pub(super) enum Batched {
     /// Every step installed, verified and recorded.
     Done(Vec<(usize, StepDone)>),
-    /// Something failed (why): the environment is as it was before the batch, and each step
-    /// goes back to install on its own.
-    OneByOne(Vec<(usize, Prepared)>, String),
+    /// Something failed (said in each step's install log): the environment is as it was
+    /// before the batch, and each step goes back to install on its own.
+    OneByOne(Vec<(usize, Prepared)>),
     /// The environment could not be put back after a failure: the run fails on this step.
     Failed(usize, BuildFailure),
 }
 
-/// Whether `step` (built as `p`) may install in a batch: its install is its wheel alone.
-pub(super) fn batchable(step: &Step, cx: &Context, p: &Prepared) -> bool {
-    let Some(r) = cx.set.get(&step.name) else {
-        return false;
-    };
-    !cx.keep_done
-        && !r.install_deps
-        && step.runtime_env.is_empty()
-        && p.index_url.is_none()
-        && replace::replaced(r, cx.facts).is_empty()
+/// Finished builds waiting for their install, in the order they finished.
+pub(super) type Ready = VecDeque<(usize, Result<Prepared, BuildFailure>)>;
+
+/// Takes from `ready` the builds to install as one batch: every one that may, with the first
+/// one's way of installing (with its runtime dependencies or without), where there are two or
+/// more and no build in `ready` failed (a failure is reported first, in order).
+pub(super) fn take(ready: &mut Ready, steps: &[Step], cx: &Context) -> Option<Vec<(usize, Prepared)>> {
+    if cx.keep_done || ready.len() < 2 || ready.iter().any(|(_, p)| p.is_err()) {
+        return None;
+    }
+    let kinds: Vec<Option<bool>> = ready
+        .iter()
+        .map(|(i, p)| p.as_ref().ok().and_then(|p| kind(&steps[*i], cx, p)))
+        .collect();
+    let first = kinds.iter().flatten().next().copied()?;
+    if kinds.iter().filter(|k| **k == Some(first)).count() < 2 {
+        return None;
+    }
+    let mut taken = Vec::new();
+    let mut rest = Ready::new();
+    for ((i, p), k) in ready.drain(..).zip(kinds) {
+        match (k == Some(first), p) {
+            (true, Ok(p)) => taken.push((i, p)),
+            (_, p) => rest.push_back((i, p)),
+        }
+    }
+    *ready = rest;
+    Some(taken)
+}
+
+/// How `step` (built as `p`) installs in a batch, `Some(with its runtime dependencies)`, or
+/// `None` where it cannot: its install is more than its wheel (a distribution replaced under
+/// another name, a run-time environment file, an index of its own), or its dependencies would
+/// take pip a second call.
+fn kind(step: &Step, cx: &Context, p: &Prepared) -> Option<bool> {
+    let r = cx.set.get(&step.name)?;
+    let alone = step.runtime_env.is_empty() && p.index_url.is_none() && replace::replaced(r, cx.facts).is_empty();
+    (alone && (!r.install_deps || cx.installer.adds_missing_in_one_call())).then_some(r.install_deps)
 }
 
 /// One step of a batch, as far as it got.
@@ -60,7 +96,7 @@ struct Member {
     imports: Vec<String>,
 }
 
-/// Installs, verifies and records `items` (each [`batchable`]) together; see the module doc.
+/// Installs, verifies and records `items` (from [`take`]) together; see the module doc.
 pub(super) fn commit_all(
     items: Vec<(usize, Prepared)>,
     steps: &[Step],
@@ -76,7 +112,7 @@ pub(super) fn commit_all(
         let step = &steps[i];
         let Ok(r) = recipe_of(step, cx) else {
             members.push(member(i, p, String::new(), None, Vec::new()));
-            return back(members, items.collect(), "a step has no recipe".into());
+            return back(members, items.collect(), steps, cx, "a step has no recipe".into());
         };
         let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
         let installed = cx.facts.dists.get(&normalize(&dist));
@@ -86,13 +122,22 @@ pub(super) fn commit_all(
             Err(e) => {
                 let why = format!("cannot back up {dist}: {e}");
                 members.push(member(i, p, dist, None, imports));
-                return back(members, items.collect(), why);
+                return back(members, items.collect(), steps, cx, why);
             }
         }
     }
     let names: Vec<String> = members.iter().map(|m| steps[m.i].name.clone()).collect();
+    let Some(install) = install_command(&members, steps, plan, cx) else {
+        return back(members, Vec::new(), steps, cx, "cannot write the constraints".into());
+    };
     if let Err(e) = txn.begin_batch(&names) {
-        return back(members, Vec::new(), format!("cannot write the install journal: {e}"));
+        return back(
+            members,
+            Vec::new(),
+            steps,
+            cx,
+            format!("cannot write the install journal: {e}"),
+        );
     }
     for n in &names {
         crate::crash_point::reached(&format!("journal begun {n}"));
@@ -106,11 +151,7 @@ pub(super) fn commit_all(
         let detail = format!("{} ({}, one call with {others} more)", m.dist, cx.installer.name());
         reporter.phase(&steps[m.i], Phase::Install, &detail);
     }
-    let what: Vec<String> = members.iter().map(|m| m.p.to_install.clone()).collect();
-    let installed = cx
-        .installer
-        .install(&cx.python, &what, false, None, None)
-        .run_logged(&logs[0]);
+    let installed = install.run_logged(&logs[0]);
     for log in &logs[1..] {
         let _ = std::fs::copy(&logs[0], log);
     }
@@ -149,6 +190,30 @@ pub(super) fn commit_all(
     Batched::Done(done)
 }
 
+/// The one installer call for the batch: the wheels alone, or (the batch's members install
+/// their runtime dependencies) with what they need added where missing, every kiln-managed
+/// distribution but these pinned, as a step installed alone has it. `None`: the constraints
+/// could not be written.
+fn install_command(members: &[Member], steps: &[Step], plan: &Plan, cx: &Context) -> Option<Cmd> {
+    let what: Vec<String> = members.iter().map(|m| m.p.to_install.clone()).collect();
+    let recipes: Vec<&Recipe> = members.iter().filter_map(|m| cx.set.get(&steps[m.i].name)).collect();
+    if !recipes.iter().any(|r| r.install_deps) {
+        return Some(cx.installer.install(&cx.python, &what, false, None, None));
+    }
+    let dists: Vec<&str> = members.iter().map(|m| m.dist.as_str()).collect();
+    let mut own: Vec<String> = Vec::new();
+    for (m, r) in members.iter().zip(&recipes) {
+        for c in commit::own_constraints(&steps[m.i], r) {
+            if !own.contains(&c) {
+                own.push(c);
+            }
+        }
+    }
+    let constraints = commit::write_constraints(cx, plan, &dists, &own, &members[0].p.work).ok()?;
+    cx.installer
+        .install_with_missing(&cx.python, &what, &dists, &constraints, None)
+}
+
 fn member(i: usize, p: Prepared, dist: String, backup: Option<Backup>, imports: Vec<String>) -> Member {
     Member {
         i,
@@ -160,10 +225,25 @@ fn member(i: usize, p: Prepared, dist: String, backup: Option<Backup>, imports: 
 }
 
 /// Nothing changed yet: the batch goes back as it came (with the items not looked at).
-fn back(members: Vec<Member>, rest: Vec<(usize, Prepared)>, why: String) -> Batched {
+fn back(members: Vec<Member>, rest: Vec<(usize, Prepared)>, steps: &[Step], cx: &Context, why: String) -> Batched {
     let mut items: Vec<(usize, Prepared)> = members.into_iter().map(|m| (m.i, m.p)).collect();
     items.extend(rest);
-    Batched::OneByOne(items, why)
+    one_by_one(items, steps, cx, &why)
+}
+
+/// The batch goes back to install one step at a time; each step's install log says why.
+fn one_by_one(items: Vec<(usize, Prepared)>, steps: &[Step], cx: &Context, why: &str) -> Batched {
+    for (i, _) in &items {
+        let note = format!(
+            "# installed together with the builds that finished with it, that failed: {why}\n# now installed on its own\n"
+        );
+        let _ = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(log_of(cx, &steps[*i], Phase::Install))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
+    }
+    Batched::OneByOne(items)
 }
 
 /// The listing and every member's imports, side by side, then each member judged on its own
@@ -232,5 +312,5 @@ fn undo(members: Vec<Member>, steps: &[Step], cx: &Context, why: String) -> Batc
             return Batched::Failed(m.i, f);
         }
     }
-    Batched::OneByOne(members.into_iter().map(|m| (m.i, m.p)).collect(), why)
+    one_by_one(members.into_iter().map(|m| (m.i, m.p)).collect(), steps, cx, &why)
 }

@@ -164,14 +164,8 @@ fn install_and_verify(
     let dist = r.dist.as_deref().unwrap_or(&r.name);
     let constraints = if r.install_deps {
         let context = format!("cannot write the constraints into {}", p.work.display());
-        let own = step
-            .version
-            .as_deref()
-            .and_then(|v| v.parse().ok())
-            .and_then(|v| r.version_entry(&v))
-            .map(|e| e.constraints.clone())
-            .unwrap_or_default();
-        let written = write_constraints(cx, plan, dist, &own, &p.work).map_err(|e| {
+        let own = own_constraints(step, r);
+        let written = write_constraints(cx, plan, &[dist], &own, &p.work).map_err(|e| {
             (
                 BuildFailure::new(&step.name, Phase::Install, StepError::io(context)(e)),
                 None,
@@ -191,7 +185,7 @@ fn install_and_verify(
     // uv does both in one call (one resolution, one interpreter query); pip needs two.
     let one = constraints.as_deref().and_then(|cons| {
         cx.installer
-            .install_with_missing(&cx.python, to_install, dist, cons, index_url)
+            .install_with_missing(&cx.python, to_install, &[dist], cons, index_url)
     });
     let merged = one.is_some();
     if let Some(cmd) = one {
@@ -220,6 +214,17 @@ fn install_and_verify(
     crate::crash_point::reached(&format!("verified {}", step.name));
     record(step, r, plan, cx, &facts, dist, p).map_err(|f| (f, None))?;
     Ok(facts)
+}
+
+/// The constraints the recipe's entry for the step's version adds (dependencies its metadata
+/// leaves too open).
+pub(super) fn own_constraints(step: &Step, r: &Recipe) -> Vec<String> {
+    step.version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .and_then(|v| r.version_entry(&v))
+        .map(|e| e.constraints.clone())
+        .unwrap_or_default()
 }
 
 /// Writes the run-time environment file of a step with `[runtime] env` next to the distribution
@@ -400,11 +405,17 @@ pub(super) fn record(
 /// alone were not enough: a component an earlier step installed was unpinned, and the next
 /// step's dependencies replaced it (vLLM 0.26.0: cutlass-dsl 4.6.0 installed, then replaced by
 /// 4.8.1 when flashinfer 0.6.14 was installed).
-fn write_constraints(cx: &Context, plan: &Plan, except: &str, own: &[String], work: &Path) -> std::io::Result<PathBuf> {
+pub(super) fn write_constraints(
+    cx: &Context,
+    plan: &Plan,
+    except: &[&str],
+    own: &[String],
+    work: &Path,
+) -> std::io::Result<PathBuf> {
     let mut lines = own.to_vec();
     for r in cx.set.recipes.values() {
         let Some(d) = &r.dist else { continue };
-        if normalize(d) == normalize(except) {
+        if except.iter().any(|e| normalize(d) == normalize(e)) {
             continue;
         }
         let planned = plan

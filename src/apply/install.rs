@@ -112,6 +112,12 @@ impl Installer {
         self
     }
 
+    /// Whether one call can install wheels and add only the dependencies missing
+    /// ([`Installer::install_with_missing`]).
+    pub fn adds_missing_in_one_call(&self) -> bool {
+        matches!(self.tool, Tool::Uv(_))
+    }
+
     pub fn name(&self) -> &'static str {
         match (&self.tool, self.offline) {
             (Tool::Uv(_), false) => "uv pip",
@@ -163,22 +169,25 @@ impl Installer {
         c.args(what.iter().cloned())
     }
 
-    /// With uv, one call that does what [`Installer::install`] (`what` alone, `dist` replaced)
+    /// With uv, one call that does what [`Installer::install`] (`what` alone, `dists` replaced)
     /// and then [`Installer::install_missing`] do: `--reinstall-package DIST` replaces only
-    /// `dist`, and what it needs is added only where missing, within `constraints`. pip has no
-    /// such switch (`--force-reinstall` reinstalls every dependency too): `None`, and the caller
-    /// makes the two calls.
+    /// each of `dists`, and what they need is added only where missing, within `constraints`.
+    /// pip has no such switch (`--force-reinstall` reinstalls every dependency too): `None`, and
+    /// the caller makes the two calls.
     pub fn install_with_missing(
         &self,
         python: &Path,
         what: &[String],
-        dist: &str,
+        dists: &[&str],
         constraints: &Path,
         index_url: Option<&str>,
     ) -> Option<Cmd> {
         let Tool::Uv(uv) = &self.tool else { return None };
         let py = python.display().to_string();
-        let mut c = uv_cmd(uv).args(["pip", "install", "--python", py.as_str(), "--reinstall-package", dist]);
+        let mut c = uv_cmd(uv).args(["pip", "install", "--python", py.as_str()]);
+        for d in dists {
+            c = c.arg("--reinstall-package").arg(*d);
+        }
         c = self.no_index(c);
         c = c.arg("--constraint").arg(constraints.display().to_string());
         if let Some(u) = index_url {
@@ -289,7 +298,7 @@ mod tests {
         let what = ["nvidia-cutlass-dsl[cu13]==4.8.1".to_string()];
         let (py, cons) = (Path::new("/v/bin/python"), Path::new("/w/constraints.txt"));
         let uv = of(Tool::Uv("/t/uv".into()))
-            .install_with_missing(py, &what, "nvidia-cutlass-dsl", cons, None)
+            .install_with_missing(py, &what, &["nvidia-cutlass-dsl"], cons, None)
             .unwrap();
         assert_eq!(
             uv.args,
@@ -308,6 +317,10 @@ mod tests {
         );
         // Not `--reinstall`: that would reinstall torch and every CUDA library it needs.
         assert!(!uv.args.iter().any(|a| a == "--reinstall" || a == "--no-deps"));
-        assert!(of(Tool::Pip).install_with_missing(py, &what, "x", cons, None).is_none());
+        assert!(
+            of(Tool::Pip)
+                .install_with_missing(py, &what, &["x"], cons, None)
+                .is_none()
+        );
     }
 }

@@ -19,11 +19,11 @@ use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::batch::{self, Batched};
+use super::batch::{self, Batched, Ready};
 use super::commit::{StepDone, commit};
 use super::failure::BuildFailure;
 use super::failure::Restored;
-use super::step::{Prepared, prepare};
+use super::step::prepare;
 use super::txn::Txn;
 use super::{Context, Outcome, Reporter, RunReport, StepResult, schedule};
 use crate::probe::python::PythonFacts;
@@ -100,31 +100,32 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
                 start_what_fits(&mut q, &mut budget, &mut running);
             }
             // Builds that finished together install together while nothing failed.
-            if batching && ready.len() > 1 && txn.open_for_more() {
-                let all = ready
-                    .iter()
-                    .all(|(i, p)| p.as_ref().is_ok_and(|p| batch::batchable(&steps[*i], cx, p)));
-                if all {
-                    let items = ready.drain(..).filter_map(|(i, p)| p.ok().map(|p| (i, p))).collect();
-                    let _leftovers = crate::process::group::scope();
-                    match batch::commit_all(items, steps, plan, cx, reporter, &mut txn) {
-                        Batched::Done(done) => {
-                            for (i, d) in done {
-                                let since = q.started[i].unwrap_or_else(Instant::now);
-                                q.committed(i, &steps[i], since, Ok(d), cx, reporter, &mut txn);
-                            }
-                        }
-                        Batched::OneByOne(items, _why) => {
-                            batching = false;
-                            ready.extend(items.into_iter().map(|(i, p)| (i, Ok(p))));
-                        }
-                        Batched::Failed(i, f) => {
+            let together = match batching && txn.open_for_more() {
+                true => batch::take(&mut ready, steps, cx),
+                false => None,
+            };
+            if let Some(items) = together {
+                let _leftovers = crate::process::group::scope();
+                match batch::commit_all(items, steps, plan, cx, reporter, &mut txn) {
+                    Batched::Done(done) => {
+                        for (i, d) in done {
                             let since = q.started[i].unwrap_or_else(Instant::now);
-                            q.committed(i, &steps[i], since, Err(f), cx, reporter, &mut txn);
+                            q.committed(i, &steps[i], since, Ok(d), cx, reporter, &mut txn);
                         }
                     }
-                    continue;
+                    // First again, in the order they finished.
+                    Batched::OneByOne(items) => {
+                        batching = false;
+                        for (i, p) in items.into_iter().rev() {
+                            ready.push_front((i, Ok(p)));
+                        }
+                    }
+                    Batched::Failed(i, f) => {
+                        let since = q.started[i].unwrap_or_else(Instant::now);
+                        q.committed(i, &steps[i], since, Err(f), cx, reporter, &mut txn);
+                    }
                 }
+                continue;
             }
             let Some((i, prepared)) = ready.pop_front() else {
                 continue;
@@ -162,9 +163,6 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
     report.undo = undo;
     report
 }
-
-/// Built steps waiting for their install, in the order their builds finished.
-type Ready = VecDeque<(usize, Result<Prepared, BuildFailure>)>;
 
 /// Where each step of a run is.
 struct Queue {

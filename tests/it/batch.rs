@@ -162,6 +162,11 @@ fn a_batch_that_fails_goes_back_to_one_step_at_a_time_which_names_the_step() {
         "{details:?}"
     );
     assert_eq!(tries("fixture-batch-b"), 2, "{details:?}");
+    let log = std::fs::read_to_string(logs.join("fixture-batch-b.install.log")).unwrap();
+    assert!(
+        log.contains("that failed: fixture-batch-b: ") && log.contains("now installed on its own"),
+        "{log}"
+    );
     let err = text(&out.stdout);
     assert!(
         err.contains("fixture-batch-b") && err.contains("kiln_fixture_batch_b.missing"),
@@ -221,4 +226,43 @@ fn no_member_of_a_batch_is_proven_by_what_another_member_loaded() {
     let err = text(&out.stdout);
     assert!(err.contains("needs kiln_fixture_batch_a loaded"), "{err}");
     assert_eq!(installed(&w), "[]", "{err}");
+}
+
+#[test]
+fn members_that_install_their_dependencies_go_in_one_uv_call_within_the_constraints() {
+    let w = batch_world(r#"["kiln_fixture_batch_b"]"#);
+    w.edit(
+        "packages/kiln-fixture-batch-a/pyproject.toml",
+        "version = \"1.0.0\"",
+        "version = \"1.0.0\"\ndependencies = [\"six\"]",
+    );
+    for name in ["a", "b"] {
+        w.edit(
+            &format!("batch-recipes/fixture-batch-{name}.toml"),
+            "[verify]",
+            "[install]\ndeps = true\n\n[verify]",
+        );
+    }
+    let out = install(&w, &[]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    let v = stdout_json(&out);
+    let logs = Path::new(v["logs"].as_str().unwrap()).to_path_buf();
+    let details = install_details(&logs);
+    assert!(
+        details
+            .iter()
+            .filter(|(_, d)| d.contains("one call with 1 more"))
+            .count()
+            == 2,
+        "{details:?}"
+    );
+    let log = std::fs::read_to_string(logs.join("fixture-batch-a.install.log")).unwrap();
+    for arg in [
+        "--reinstall-package kiln-fixture-batch-a",
+        "--reinstall-package kiln-fixture-batch-b",
+        "--constraint",
+    ] {
+        assert!(log.contains(arg), "{arg} not in {log}");
+    }
+    w.py("import six, kiln_fixture_batch_a, kiln_fixture_batch_b").unwrap();
 }
