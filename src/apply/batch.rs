@@ -21,9 +21,10 @@
 
 use std::collections::VecDeque;
 
+use super::blame::Fault;
 use super::commit::{self, StepDone};
 use super::failure::{BuildFailure, Restored, StepError};
-use super::fate::put_back;
+use super::fate::{put_back, uninstall_own, wheel_fate};
 use super::replace;
 use super::step::{Prepared, log_of, recipe_of};
 use super::txn::Txn;
@@ -35,6 +36,7 @@ use crate::process::Cmd;
 use crate::recipe::Recipe;
 use crate::resolve::{Plan, Step};
 use crate::store::backup::Backup;
+use crate::store::journal::Part;
 
 /// What became of a batch.
 pub(super) enum Batched {
@@ -45,6 +47,8 @@ pub(super) enum Batched {
     OneByOne(Vec<(usize, Prepared)>),
     /// The environment could not be put back after a failure: the run fails on this step.
     Failed(usize, BuildFailure),
+    /// kiln was interrupted: the environment is as it was before the batch, and the run ends.
+    Interrupted,
 }
 
 /// Finished builds waiting for their install, in the order they finished.
@@ -87,13 +91,22 @@ fn kind(step: &Step, cx: &Context, p: &Prepared) -> Option<bool> {
     (alone && (!r.install_deps || cx.installer.adds_missing_in_one_call())).then_some(r.install_deps)
 }
 
-/// One step of a batch, as far as it got.
-struct Member {
+/// One step of a batch.
+struct Member<'a> {
     i: usize,
     p: Prepared,
+    r: &'a Recipe,
     dist: String,
     backup: Option<Backup>,
     imports: Vec<String>,
+}
+
+/// What a member's wheel kept in the wheel cache must be.
+fn expected<'a>(dist: &'a str, step: &'a Step) -> wheels::Expected<'a> {
+    wheels::Expected {
+        dist,
+        version: step.version.as_deref().unwrap_or_default(),
+    }
 }
 
 /// Installs, verifies and records `items` (from [`take`]) together; see the module doc.
@@ -106,39 +119,49 @@ pub(super) fn commit_all(
     txn: &mut Txn,
 ) -> Batched {
     // Backed up first: nothing has changed yet, so a failure here just sends the batch back.
-    let mut members = Vec::new();
+    let mut members: Vec<Member> = Vec::new();
+    let mut parts = Vec::new();
     let mut items = items.into_iter();
-    for (i, p) in items.by_ref() {
+    while let Some((i, p)) = items.next() {
         let step = &steps[i];
         let Ok(r) = recipe_of(step, cx) else {
-            members.push(member(i, p, String::new(), None, Vec::new()));
-            return back(members, items.collect(), steps, cx, "a step has no recipe".into());
+            let mut rest = vec![(i, p)];
+            rest.extend(items);
+            return back(members, rest, steps, cx, "a step has no recipe".into());
         };
         let dist = r.dist.clone().unwrap_or_else(|| r.name.clone());
         let installed = cx.facts.dists.get(&normalize(&dist));
-        let imports = commit::proof_imports(step, r, cx);
-        match replace::back_up(installed, &[], &p.work.join("backup")) {
-            Ok(backup) => members.push(member(i, p, dist, backup, imports)),
+        let backup_dir = p.work.join("backup");
+        let backup = match replace::back_up(installed, &[], &backup_dir) {
+            Ok(backup) => backup,
             Err(e) => {
                 let why = format!("cannot back up {dist}: {e}");
-                members.push(member(i, p, dist, None, imports));
-                return back(members, items.collect(), steps, cx, why);
+                let mut rest = vec![(i, p)];
+                rest.extend(items);
+                return back(members, rest, steps, cx, why);
             }
-        }
+        };
+        let uninstall = cx.installer.uninstall(&cx.python, &dist).restoring();
+        parts.push(Part::new(&step.name, &dist, backup.as_ref(), &backup_dir, &uninstall));
+        let imports = commit::proof_imports(step, r, cx);
+        members.push(Member {
+            i,
+            p,
+            r,
+            dist,
+            backup,
+            imports,
+        });
     }
-    let names: Vec<String> = members.iter().map(|m| steps[m.i].name.clone()).collect();
     let Some(install) = install_command(&members, steps, plan, cx) else {
         return back(members, Vec::new(), steps, cx, "cannot write the constraints".into());
     };
-    if let Err(e) = txn.begin_batch(&names) {
-        return back(
-            members,
-            Vec::new(),
-            steps,
-            cx,
-            format!("cannot write the install journal: {e}"),
-        );
+    // Written before site-packages changes: a kiln killed from here on is put back by the next.
+    if let Err(e) = txn.begin_batch(parts) {
+        let why = format!("cannot write the install journal: {e}");
+        return back(members, Vec::new(), steps, cx, why);
     }
+    let names: Vec<&str> = members.iter().map(|m| steps[m.i].name.as_str()).collect();
     for n in &names {
         crate::crash_point::reached(&format!("journal begun {n}"));
     }
@@ -156,35 +179,43 @@ pub(super) fn commit_all(
         let _ = std::fs::copy(&logs[0], log);
     }
     if let Err(e) = installed {
-        return undo(members, steps, cx, format!("the install failed ({})", e.status));
+        return undo(
+            members,
+            steps,
+            cx,
+            reporter,
+            format!("the install failed ({})", e.status),
+        );
     }
     for n in &names {
         crate::crash_point::reached(&format!("installed {n}"));
     }
     let facts = match verify(&members, steps, plan, cx, reporter) {
         Ok(facts) => facts,
-        Err(why) => return undo(members, steps, cx, why),
+        Err(why) => return undo(members, steps, cx, reporter, why),
     };
     for m in &members {
-        let step = &steps[m.i];
-        let r = recipe_of(step, cx).expect("looked up above");
-        if let Err(f) = commit::record(step, r, plan, cx, &facts, &m.dist, &m.p) {
-            return undo(members, steps, cx, f.message.to_string());
+        if let Err(f) = commit::record(&steps[m.i], m.r, plan, cx, &facts, &m.dist, &m.p) {
+            return undo(members, steps, cx, reporter, f.message.to_string());
         }
     }
-    let proven: Vec<&str> = names.iter().map(String::as_str).collect();
-    if let Err(e) = txn.step_proven(&proven) {
-        return undo(members, steps, cx, format!("cannot write the install journal: {e}"));
+    if let Err(e) = txn.step_proven(&names) {
+        return undo(
+            members,
+            steps,
+            cx,
+            reporter,
+            format!("cannot write the install journal: {e}"),
+        );
     }
     let done = members
         .into_iter()
         .map(|m| {
             let step = &steps[m.i];
-            let is = wheels::Expected {
-                dist: &m.dist,
-                version: step.version.as_deref().unwrap_or_default(),
-            };
-            (m.i, commit::proven(step, cx, m.p, is, facts.clone()))
+            (
+                m.i,
+                commit::proven(step, cx, m.p, expected(&m.dist, step), facts.clone()),
+            )
         })
         .collect();
     Batched::Done(done)
@@ -196,14 +227,13 @@ pub(super) fn commit_all(
 /// could not be written.
 fn install_command(members: &[Member], steps: &[Step], plan: &Plan, cx: &Context) -> Option<Cmd> {
     let what: Vec<String> = members.iter().map(|m| m.p.to_install.clone()).collect();
-    let recipes: Vec<&Recipe> = members.iter().filter_map(|m| cx.set.get(&steps[m.i].name)).collect();
-    if !recipes.iter().any(|r| r.install_deps) {
+    if !members.iter().any(|m| m.r.install_deps) {
         return Some(cx.installer.install(&cx.python, &what, false, None, None));
     }
     let dists: Vec<&str> = members.iter().map(|m| m.dist.as_str()).collect();
     let mut own: Vec<String> = Vec::new();
-    for (m, r) in members.iter().zip(&recipes) {
-        for c in commit::own_constraints(&steps[m.i], r) {
+    for m in members {
+        for c in commit::own_constraints(&steps[m.i], m.r) {
             if !own.contains(&c) {
                 own.push(c);
             }
@@ -214,16 +244,6 @@ fn install_command(members: &[Member], steps: &[Step], plan: &Plan, cx: &Context
         .install_with_missing(&cx.python, &what, &dists, &constraints, None)
 }
 
-fn member(i: usize, p: Prepared, dist: String, backup: Option<Backup>, imports: Vec<String>) -> Member {
-    Member {
-        i,
-        p,
-        dist,
-        backup,
-        imports,
-    }
-}
-
 /// Nothing changed yet: the batch goes back as it came (with the items not looked at).
 fn back(members: Vec<Member>, rest: Vec<(usize, Prepared)>, steps: &[Step], cx: &Context, why: String) -> Batched {
     let mut items: Vec<(usize, Prepared)> = members.into_iter().map(|m| (m.i, m.p)).collect();
@@ -231,17 +251,21 @@ fn back(members: Vec<Member>, rest: Vec<(usize, Prepared)>, steps: &[Step], cx: 
     one_by_one(items, steps, cx, &why)
 }
 
-/// The batch goes back to install one step at a time; each step's install log says why.
-fn one_by_one(items: Vec<(usize, Prepared)>, steps: &[Step], cx: &Context, why: &str) -> Batched {
-    for (i, _) in &items {
-        let note = format!(
-            "# installed together with the builds that finished with it, that failed: {why}\n# now installed on its own\n"
-        );
+/// The batch goes back to install one step at a time; each step's install log says why, and so
+/// does its outcome's note.
+fn one_by_one(mut items: Vec<(usize, Prepared)>, steps: &[Step], cx: &Context, why: &str) -> Batched {
+    for (i, p) in &mut items {
+        let log = format!("# installed in one call with the steps that finished with it, which failed: {why}\n");
         let _ = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
             .open(log_of(cx, &steps[*i], Phase::Install))
-            .and_then(|mut f| std::io::Write::write_all(&mut f, note.as_bytes()));
+            .and_then(|mut f| std::io::Write::write_all(&mut f, log.as_bytes()));
+        let note = format!("installed on its own after the batch it was in failed: {why}");
+        p.note = Some(match p.note.take() {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
+        });
     }
     Batched::OneByOne(items)
 }
@@ -257,15 +281,22 @@ fn verify(
     reporter: &dyn Reporter,
 ) -> Result<PythonFacts, String> {
     for m in members {
-        reporter.phase(&steps[m.i], Phase::Verify, &m.imports.join(", "));
+        let step = &steps[m.i];
+        reporter.phase(step, Phase::Verify, &commit::verify_detail(step, m.r));
     }
     // Task 0 is the listing; task k the imports of member k - 1.
     let tasks: Vec<Option<&[String]>> = std::iter::once(None)
         .chain(members.iter().map(|m| Some(m.imports.as_slice())))
         .collect();
-    let answers = side_by_side::run_all(&tasks, cx.machine.cpus.max(1), |t| match t {
-        None => python::probe(&cx.python, &[], cx.import_timeout),
-        Some(imports) => python::probe_imports(&cx.python, imports, cx.import_timeout),
+    // What the interpreters leave running ends with the batch's scope, on every thread.
+    let scope = crate::process::group::current();
+    let n = side_by_side::interpreters(cx.machine.cpus, crate::probe::machine::memory_available());
+    let answers = side_by_side::run_all(&tasks, n, |t| {
+        let _within = crate::process::group::within(scope);
+        match t {
+            None => python::probe(&cx.python, &[], cx.import_timeout),
+            Some(imports) => python::probe_imports(&cx.python, imports, cx.import_timeout),
+        }
     });
     let mut answers = answers.into_iter();
     let mut facts = answers
@@ -275,16 +306,11 @@ fn verify(
     for (m, answer) in members.iter().zip(answers) {
         let step = &steps[m.i];
         let mut own = answer.map_err(|e| format!("{}: the verification probe failed: {e}", step.name))?;
-        let r = recipe_of(step, cx).map_err(|f| f.message.to_string())?;
-        commit::judge(step, r, plan, cx, &m.imports, &mut own)
+        commit::judge(step, m.r, plan, cx, &m.imports, &mut own)
             .map_err(|(f, _)| format!("{}: {}", step.name, f.message))?;
         crate::crash_point::reached(&format!("verified {}", step.name));
-        for (module, result) in own.imports {
-            let known = facts.imports.get(&module).is_some_and(|r| !r.ok);
-            if !known {
-                facts.imports.insert(module, result);
-            }
-        }
+        // Every import here ran (`judge` refused any that did not).
+        facts.imports.extend(own.imports);
         facts.smoke.extend(own.smoke);
         if facts.torch.is_none() {
             facts.torch = own.torch;
@@ -295,22 +321,33 @@ fn verify(
 
 /// The batch failed after its install: every member is uninstalled and its backup put back, so
 /// the environment is as it was before the batch, and the members go back to install one by
-/// one. A backup that cannot be put back fails the run on its step.
-fn undo(members: Vec<Member>, steps: &[Step], cx: &Context, why: String) -> Batched {
+/// one. A backup that cannot be put back fails the run on its step (the others are still put
+/// back). Interrupted, they do not go back: each wheel is kept unverified, as a step's wheel
+/// whose verification was killed from outside, and the run ends.
+fn undo(members: Vec<Member>, steps: &[Step], cx: &Context, reporter: &dyn Reporter, why: String) -> Batched {
+    let mut failed = None;
     for m in members.iter().rev() {
         let step = &steps[m.i];
+        reporter.phase(step, Phase::Restore, "putting the environment back");
         let log = log_of(cx, step, Phase::Restore);
         let _ = cx.installer.uninstall(&cx.python, &m.dist).restoring().run_logged(&log);
-        let own = commit::wheel_dist(&m.p).filter(|w| normalize(w) != normalize(&m.dist));
-        if let Some(own) = &own {
-            let _ = cx.installer.uninstall(&cx.python, own).restoring().run_logged(&log);
-        }
-        let restored = put_back(&m.dist, m.backup.as_ref(), &log);
-        if let Restored::Failed { .. } = restored {
-            let mut f = BuildFailure::new(&step.name, Phase::Install, StepError::Batch { why });
+        let own = uninstall_own(cx, &m.p, &m.dist, &log);
+        let restored = put_back(own.as_deref().unwrap_or(&m.dist), m.backup.as_ref(), &log);
+        if let (Restored::Failed { .. }, None) = (&restored, &failed) {
+            let mut f = BuildFailure::new(&step.name, Phase::Install, StepError::Batch { why: why.clone() });
             f.restored = restored;
-            return Batched::Failed(m.i, f);
+            failed = Some((m.i, f));
         }
+    }
+    if let Some((i, f)) = failed {
+        return Batched::Failed(i, f);
+    }
+    if crate::process::interrupted() {
+        for m in &members {
+            let fault = Fault::Outside("its install or verification was interrupted".into());
+            let _ = wheel_fate(&cx.cache, &m.p, expected(&m.dist, &steps[m.i]), fault);
+        }
+        return Batched::Interrupted;
     }
     one_by_one(members.into_iter().map(|m| (m.i, m.p)).collect(), steps, cx, &why)
 }

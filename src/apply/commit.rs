@@ -6,7 +6,9 @@
 //! a failed step keeps its tree for whoever debugs it. A wheel whose verification failed for a
 //! reason outside it ([`super::blame`]: a dependency missing or broken, a dependency install
 //! that failed, a verification killed from outside) is kept too, marked unverified, and the
-//! failure says where; one that failed in its own files is not.
+//! failure says where; one that failed in its own files is not (`fate` keeps or drops them).
+//! Steps whose builds finished together go through `batch` instead, which comes back here,
+//! one step at a time, when anything in the batch fails.
 //!
 //! It deliberately ignores how the wheel was made (`step` and `wheel` did that), and never
 //! counts a kept unverified wheel as verified: the next run installs it and verifies it again.
@@ -15,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::blame::Fault;
 use super::failure::{BuildFailure, StepError};
-use super::fate::{clean_up, keep_wheel, put_back, wheel_fate};
+use super::fate::{clean_up, keep_wheel, put_back, uninstall_own, wheel_fate};
 use super::owned::{self, Added, Content, listed_with};
 use super::replace;
 use super::step::{Prepared, abi_fingerprints, log_of, recipe_of};
@@ -94,12 +96,7 @@ pub(super) fn commit(
             }
             let log = log_of(cx, step, Phase::Restore);
             let _ = uninstall.run_logged(&log);
-            // The wheel may name itself otherwise than the recipe's `dist`: what it installed
-            // goes too, or it would stay while the report says it was removed.
-            let own = wheel_dist(&p).filter(|w| normalize(w) != normalize(&dist));
-            if let Some(own) = &own {
-                let _ = cx.installer.uninstall(&cx.python, own).restoring().run_logged(&log);
-            }
+            let own = uninstall_own(cx, &p, &dist, &log);
             let restored = match replaced.as_slice() {
                 [] => own.as_deref().unwrap_or(&dist).to_string(),
                 _ => replace::names(installed, &replaced),
@@ -130,19 +127,6 @@ pub(super) fn proven(step: &Step, cx: &Context, p: Prepared, is: wheels::Expecte
         note: p.note,
         compile_cache: p.compile_cache,
         facts,
-    }
-}
-
-/// The distribution the prepared wheel installs, by its own name: a wheel file's first
-/// field (`name-version-...whl`, PEP 427) or an index requirement's name.
-pub(super) fn wheel_dist(p: &Prepared) -> Option<String> {
-    match &p.wheel {
-        Some(w) => Some(w.file_name()?.to_str()?.split('-').next()?.to_string()),
-        None => {
-            let req =
-                <pep508_rs::Requirement<pep508_rs::VerbatimUrl> as std::str::FromStr>::from_str(&p.to_install).ok()?;
-            Some(req.name.to_string())
-        }
     }
 }
 
@@ -208,8 +192,7 @@ fn install_and_verify(
     crate::crash_point::reached(&format!("installed {}", step.name));
     // Before the verification, so that its imports run with the run-time defaults.
     *runtime = write_runtime(step, cx, dist).map_err(|e| (BuildFailure::new(&step.name, Phase::Install, e), None))?;
-    let version = step.version.as_deref().and_then(|v| v.parse().ok());
-    reporter.phase(step, Phase::Verify, &r.imports_of(version.as_ref()).join(", "));
+    reporter.phase(step, Phase::Verify, &verify_detail(step, r));
     let facts = verify(step, r, plan, cx).map_err(|(f, fault)| (f, Some(fault)))?;
     crate::crash_point::reached(&format!("verified {}", step.name));
     record(step, r, plan, cx, &facts, dist, p).map_err(|f| (f, None))?;
@@ -254,6 +237,12 @@ pub(super) fn site_of(cx: &Context, dist: &str) -> Result<PathBuf, StepError> {
         .map(PathBuf::from)
         .find(|site| owned::dist_info(site, dist).is_some())
         .ok_or_else(|| StepError::NotListed { dist: dist.to_string() })
+}
+
+/// What the verify phase says it imports: the recipe's imports for the step's version.
+pub(super) fn verify_detail(step: &Step, r: &Recipe) -> String {
+    let version = step.version.as_deref().and_then(|v| v.parse().ok());
+    r.imports_of(version.as_ref()).join(", ")
 }
 
 /// Proves the component in a fresh interpreter: every import its recipe names must run.

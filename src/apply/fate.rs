@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use super::blame::{self, Blame, Fault};
 use super::failure::{Restored, WheelFate};
 use super::step::Prepared;
-use super::wheels;
+use super::{Context, wheels};
+use crate::probe::normalize;
 use crate::store::backup::Backup;
 
 /// Puts the backup back after the failed install was uninstalled; says what was done.
@@ -90,5 +91,27 @@ pub(super) fn clean_up(work: &Path, wheel: Option<&Path>) {
     let _ = std::fs::remove_dir_all(work.join("build-requires"));
     if wheel.is_none_or(|w| !w.starts_with(work)) {
         let _ = std::fs::remove_dir_all(work);
+    }
+}
+
+/// After the step's own distribution was uninstalled: the wheel may name itself otherwise than
+/// the recipe's `dist`, and what it installed goes too, or it would stay while the report says it
+/// was removed. Returns that other name.
+pub(super) fn uninstall_own(cx: &Context, p: &Prepared, dist: &str, log: &Path) -> Option<String> {
+    let own = wheel_dist(p).filter(|w| normalize(w) != normalize(dist))?;
+    let _ = cx.installer.uninstall(&cx.python, &own).restoring().run_logged(log);
+    Some(own)
+}
+
+/// The distribution the prepared wheel installs, by its own name: a wheel file's first
+/// field (`name-version-...whl`, PEP 427) or an index requirement's name.
+fn wheel_dist(p: &Prepared) -> Option<String> {
+    match &p.wheel {
+        Some(w) => Some(w.file_name()?.to_str()?.split('-').next()?.to_string()),
+        None => {
+            let req =
+                <pep508_rs::Requirement<pep508_rs::VerbatimUrl> as std::str::FromStr>::from_str(&p.to_install).ok()?;
+            Some(req.name.to_string())
+        }
     }
 }

@@ -12,8 +12,8 @@
 //! own length). With `--keep-done` proven steps stay, and builds under way that succeed are
 //! installed (they depend on nothing that failed).
 //!
-//! It deliberately ignores what a step does (`step` and `commit` do it) and never retries a
-//! failed step.
+//! It deliberately ignores what a step does (`step`, `commit` and `batch` do it) and never
+//! retries a failed step.
 
 use std::collections::VecDeque;
 use std::sync::mpsc;
@@ -124,6 +124,8 @@ pub fn execute(plan: &Plan, cx: &Context, reporter: &(dyn Reporter + Sync)) -> R
                         let since = q.started[i].unwrap_or_else(Instant::now);
                         q.committed(i, &steps[i], since, Err(f), cx, reporter, &mut txn);
                     }
+                    // Put back; the run ends below as any interrupted run does.
+                    Batched::Interrupted => {}
                 }
                 continue;
             }

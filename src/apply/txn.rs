@@ -1,21 +1,22 @@
 //! One run, one transaction: before the run first changes the environment it takes a snapshot
 //! of it (`crate::store::snapshot`) and opens the install journal (`crate::store::journal`); each step
-//! writes itself into the journal before it installs. When a step fails, or the run is
+//! (or each batch of steps installed together) writes itself into the journal before it
+//! installs. When a step fails, or the run is
 //! interrupted, the environment is put back as the snapshot has it: the steps the run proved
 //! before are rolled back too, with every dependency the run added or upgraded and whatever a
 //! killed installer left behind, and [`Undo`] says what that was. With `--keep-done` each proven
 //! step is final instead: the journal closes after it and the next step gets a snapshot of its
 //! own, so a failure puts back only the step that failed (and says that the others stay).
 //!
-//! It deliberately ignores how a step installs and proves itself (`commit`) and what order
-//! the steps run in (`queue`).
+//! It deliberately ignores how a step installs and proves itself (`commit`, `batch`) and what
+//! order the steps run in (`queue`).
 
 use serde::Serialize;
 
 use super::Context;
 use crate::process::Cmd;
 use crate::store::backup::Backup;
-use crate::store::journal::Open;
+use crate::store::journal::{Open, Part};
 use crate::store::locks;
 use crate::store::snapshot::{self, Snapshot};
 
@@ -120,11 +121,11 @@ impl<'a> Txn<'a> {
 
     /// Writes the components about to be installed together into the journal (only in a run
     /// that is one transaction: its snapshot undoes them).
-    pub fn begin_batch(&mut self, components: &[String]) -> std::io::Result<()> {
+    pub fn begin_batch(&mut self, parts: Vec<Part>) -> std::io::Result<()> {
         if self.cx.keep_done {
             return Err(std::io::Error::other("with --keep-done every step installs on its own"));
         }
-        self.open()?.batch(components)
+        self.open()?.batch(parts)
     }
 
     /// The journal, opened by the first step of the transaction, which takes the snapshot first.

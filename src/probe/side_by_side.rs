@@ -8,6 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::gather::Unit;
 
+/// How many interpreters may import side by side: one per CPU kiln may use, and no more than
+/// one per GiB of available memory (an interpreter that imports torch and vLLM holds about that).
+pub fn interpreters(cpus: usize, memory_available: Option<u64>) -> usize {
+    let by_memory = memory_available.map_or(usize::MAX, |m| (m >> 30) as usize);
+    cpus.min(by_memory).max(1)
+}
+
 /// Runs `f` on each of `tasks`, at most `n` at once, taking them in the list's order; the
 /// answers come back in the same order.
 pub fn run_all<T: Sync, R: Send>(tasks: &[T], n: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {

@@ -65,7 +65,7 @@ pub(super) fn gather(
         // recipe manages are judged by them (`resolve::unmanaged`).
         every_distribution: !archs.is_empty(),
         per_import: settings.import_timeout,
-        side_by_side: side_by_side(machine),
+        side_by_side: probe::side_by_side::interpreters(machine.cpus, machine.memory_available),
         refresh: settings.refresh,
         smoke_scratch: &scratch,
         watch: &settings.watch,
@@ -78,13 +78,6 @@ pub(super) fn gather(
         sources,
         smoke_archs,
     })
-}
-
-/// How many interpreters may import side by side: one per CPU kiln may use, and no more than
-/// one per GiB of available memory (an interpreter that imports torch and vLLM holds about that).
-fn side_by_side(machine: &MachineFacts) -> usize {
-    let by_memory = machine.memory_available.map_or(usize::MAX, |m| (m >> 30) as usize);
-    machine.cpus.min(by_memory).max(1)
 }
 
 /// The probe's view of recipe `r`; `smoke_archs` when its smoke test may run here.

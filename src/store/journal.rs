@@ -8,7 +8,8 @@
 //!   snapshot is removed, so that a kill while it is taken leaves no copy of site-packages behind;
 //! - `installing` (install, verification or recording under way, or, in a run that is one
 //!   transaction, any point before the whole run is verified): rolled back — what was
-//!   installed is uninstalled (with the installer the step used), the backup copied back, and
+//!   installed is uninstalled (with the installer the step used; for steps installed together,
+//!   each of them, last first), the backup copied back (each), and
 //!   the environment put back as the run's snapshot has it ([`super::snapshot`]: the steps the
 //!   run finished before, the dependencies it added or upgraded, what a killed installer left
 //!   half-written or stashed), so the environment imports what it imported before; an
@@ -73,10 +74,38 @@ pub struct Entry {
     /// The components this run installed before this step: rolled back with it.
     #[serde(default)]
     pub earlier: Vec<String>,
-    /// The components this step installs together (one installer call, one verification; no
-    /// backup or uninstall of their own: a rollback puts the run's snapshot back).
+    /// The components this step installs together (one installer call), each with its backup
+    /// and the command that removes it, as a single step's fields have them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub batch: Vec<String>,
+    pub batch: Vec<Part>,
+}
+
+/// One of the components a step installs together.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Part {
+    pub component: String,
+    pub dist: String,
+    pub backup: Option<Backup>,
+    pub backup_dir: PathBuf,
+    pub uninstall: Vec<String>,
+}
+
+impl Part {
+    pub fn new(component: &str, dist: &str, backup: Option<&Backup>, backup_dir: &Path, uninstall: &Cmd) -> Part {
+        Part {
+            component: component.to_string(),
+            dist: dist.to_string(),
+            backup: backup.cloned(),
+            backup_dir: backup_dir.to_path_buf(),
+            uninstall: argv(uninstall),
+        }
+    }
+}
+
+fn argv(cmd: &Cmd) -> Vec<String> {
+    std::iter::once(cmd.program.clone())
+        .chain(cmd.args.iter().cloned())
+        .collect()
 }
 
 /// A journal entry kept while a step changes the environment. While it is open an interrupt
@@ -157,9 +186,7 @@ impl Open {
         e.batch.clear();
         e.backup = backup.cloned();
         e.backup_dir = backup_dir.to_path_buf();
-        e.uninstall = std::iter::once(uninstall.program.clone())
-            .chain(uninstall.args.iter().cloned())
-            .collect();
+        e.uninstall = argv(uninstall);
         write(&self.path, &self.entry)
     }
 
@@ -177,31 +204,42 @@ impl Open {
         write(&self.path, &self.entry)
     }
 
-    /// Writes down the components about to be installed together (state `installing`). Only
-    /// in a run with a snapshot: a rollback puts the snapshot back, which undoes all of them.
-    pub fn batch(&mut self, components: &[String]) -> std::io::Result<()> {
+    /// Writes down the components about to be installed together (state `installing`), each
+    /// with its backup and uninstall command. Only in a run with a snapshot.
+    pub fn batch(&mut self, parts: Vec<Part>) -> std::io::Result<()> {
         if self.entry.snapshot.is_none() {
             return Err(std::io::Error::other(
                 "components install together only under a snapshot",
             ));
         }
-        self.files_only("", "")?;
-        self.entry.batch = components.to_vec();
-        write(&self.path, &self.entry)
+        let mut e = self.entry.clone();
+        e.component.clear();
+        e.dist.clear();
+        e.state = State::Installing;
+        e.backup = None;
+        e.backup_dir = PathBuf::new();
+        e.uninstall.clear();
+        e.batch = parts;
+        write(&self.path, &e)?;
+        self.entry = e;
+        Ok(())
     }
 
     /// The step is verified, and the run goes on as one transaction: until the run is done a
     /// kill rolls it back with the rest (its backup is gone; the snapshot covers it).
     pub fn step_proven(&mut self) -> std::io::Result<()> {
-        let e = &mut self.entry;
+        // Changed only once written: a write that fails leaves the entry as it was.
+        let mut e = self.entry.clone();
         match e.batch.is_empty() {
             true => e.earlier.push(std::mem::take(&mut e.component)),
-            false => e.earlier.append(&mut e.batch),
+            false => e.earlier.extend(e.batch.drain(..).map(|p| p.component)),
         }
         e.dist.clear();
         e.backup = None;
         e.uninstall.clear();
-        write(&self.path, &self.entry)
+        write(&self.path, &e)?;
+        self.entry = e;
+        Ok(())
     }
 
     /// The step (or the whole run) is verified and recorded.
@@ -247,7 +285,11 @@ impl std::fmt::Display for Recovered {
         let what = if e.state == State::Snapshotting {
             "a run".to_string()
         } else if !e.batch.is_empty() {
-            e.batch.join(", ")
+            e.batch
+                .iter()
+                .map(|p| p.component.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         } else if e.component.is_empty() {
             e.earlier.join(", ")
         } else {
@@ -386,8 +428,8 @@ pub fn recover(cache: &Path) -> Result<Vec<Recovered>, Unreadable> {
             // The entry goes first: a kill while the copies below are removed must not leave an
             // entry whose snapshot is half gone (a rollback from it would delete files).
             let _ = std::fs::remove_file(&path);
-            if !entry.backup_dir.as_os_str().is_empty() {
-                let _ = std::fs::remove_dir_all(&entry.backup_dir);
+            for dir in entry.backup_dirs() {
+                let _ = std::fs::remove_dir_all(dir);
             }
             if let Some(s) = &entry.snapshot {
                 s.discard();
@@ -405,8 +447,8 @@ pub fn held(cache: &Path) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(cache.join("journal")).into_iter().flatten().flatten() {
         let Ok(entry) = read_entry(&e.path()) else { continue };
-        if !entry.backup_dir.as_os_str().is_empty() {
-            out.push((entry.backup_dir.clone(), e.path()));
+        for dir in entry.backup_dirs() {
+            out.push((dir.to_path_buf(), e.path()));
         }
         if let Some(s) = &entry.snapshot {
             out.push((s.dir.clone(), e.path()));
@@ -415,20 +457,34 @@ pub fn held(cache: &Path) -> Vec<(PathBuf, PathBuf)> {
     out
 }
 
-/// Removes what the step installed, puts the backup back, then the whole environment as the
-/// snapshot has it.
-fn roll_back(entry: &Entry, log: &Path) -> Result<usize, String> {
-    if let Some((program, args)) = entry.uninstall.split_first() {
-        // What was installed may be half there: the backup below is what counts.
-        let _ = Cmd::new(program.clone())
-            .args(args.iter().cloned())
-            .restoring()
-            .run_logged(log);
+impl Entry {
+    /// The backup directories the entry names: its step's, or each of its batch's.
+    fn backup_dirs(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.backup_dir.as_path())
+            .chain(self.batch.iter().map(|p| p.backup_dir.as_path()))
+            .filter(|d| !d.as_os_str().is_empty())
     }
-    let files = match &entry.backup {
-        None => 0,
-        Some(b) => b.restore().map(|()| b.len()).map_err(|e| e.to_string())?,
-    };
+}
+
+/// Removes what the step (or each component of its batch) installed, puts the backup back,
+/// then the whole environment as the snapshot has it.
+fn roll_back(entry: &Entry, log: &Path) -> Result<usize, String> {
+    let own = (&entry.uninstall, &entry.backup);
+    let parts = entry.batch.iter().rev().map(|p| (&p.uninstall, &p.backup));
+    let mut files = 0;
+    for (uninstall, backup) in std::iter::once(own).chain(parts) {
+        if let Some((program, args)) = uninstall.split_first() {
+            // What was installed may be half there: the backup below is what counts.
+            let _ = Cmd::new(program.clone())
+                .args(args.iter().cloned())
+                .restoring()
+                .run_logged(log);
+        }
+        if let Some(b) = backup {
+            b.restore().map_err(|e| e.to_string())?;
+            files += b.len();
+        }
+    }
     crate::crash_point::reached("backup restored");
     if let Some(s) = &entry.snapshot {
         s.restore()

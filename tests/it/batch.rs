@@ -3,10 +3,10 @@
 //! step at a time, which names the step that failed; a kill in the middle of a batch is rolled
 //! back whole by the next command.
 //!
-//! Three fixture packages, written here: `batch-first` builds at once and its verification
-//! takes a second (its module sleeps on import); `batch-a` and `batch-b` build their wheel, then
-//! wait until `batch-first` is installed before they exit, so both finish while it is verified
-//! and wait for their install together.
+//! Three fixture packages, written here: `batch-first` builds at once; `batch-a` and `batch-b`
+//! build their wheel, leave a mark, then wait until `batch-first` is installed before they
+//! exit. `batch-first`'s module waits on import until both marks are there, then a second more:
+//! so both finish while it is verified, and wait for their install together.
 
 use std::path::Path;
 
@@ -24,13 +24,26 @@ version = "1.0.0"
 packages = ["kiln_fixture_batch_NAME"]
 "#;
 
-/// Builds the wheel, then (for a and b) waits until batch-first's module is in site-packages.
+/// Builds the wheel, then (for a and b) leaves its mark and waits until batch-first's module
+/// is in site-packages (b 0.3 s longer).
 const BUILD: &str = r#"#!/bin/sh
 "$1" -m pip wheel --no-deps --no-build-isolation --no-input -w "$2" "$3" || exit 1
 [ "$4" = wait ] || exit 0
+touch "MARKS/built-$5"
 site=$("$1" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 i=0
 while [ ! -e "$site/kiln_fixture_batch_first" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+# b ends a little after a: the batch is [a, b], and one at a time a goes first.
+[ "$5" = b ] && sleep 0.3
+exit 0
+"#;
+
+/// batch-first's module: waits until a and b are built, then a second more.
+const FIRST: &str = r#"import os, time
+end = time.time() + 120
+while time.time() < end and not all(os.path.exists(os.path.join("MARKS", "built-" + n)) for n in "ab"):
+    time.sleep(0.05)
+time.sleep(1.0)
 "#;
 
 const RECIPE: &str = r#"[package]
@@ -43,7 +56,7 @@ summary = "test fixture: builds that finish together"
 path = "../packages/kiln-fixture-batch-NAME"
 
 [build]
-wheel = ["sh", "{src}/build.sh", "{python}", "{wheel_dir}", "{src}", "WAIT"]
+wheel = ["sh", "{src}/build.sh", "{python}", "{wheel_dir}", "{src}", "WAIT", "NAME"]
 
 [verify]
 imports = IMPORTS
@@ -52,20 +65,19 @@ imports = IMPORTS
 /// The three fixtures in `w` under `batch-recipes`; `b_imports` is batch-b's `[verify] imports`.
 fn batch_world(b_imports: &str) -> World {
     let w = World::new();
+    let marks = w.dir.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let marks = marks.display().to_string();
+    let first = FIRST.replace("MARKS", &marks);
     for (name, wait, imports, init) in [
-        (
-            "first",
-            "no",
-            r#"["kiln_fixture_batch_first"]"#,
-            "import time\ntime.sleep(1.0)\n",
-        ),
+        ("first", "no", r#"["kiln_fixture_batch_first"]"#, first.as_str()),
         ("a", "wait", r#"["kiln_fixture_batch_a"]"#, ""),
         ("b", "wait", b_imports, ""),
     ] {
         let pkg = format!("packages/kiln-fixture-batch-{name}");
         w.write(&format!("{pkg}/pyproject.toml"), &PYPROJECT.replace("NAME", name));
         w.write(&format!("{pkg}/kiln_fixture_batch_{name}/__init__.py"), init);
-        w.write(&format!("{pkg}/build.sh"), BUILD);
+        w.write(&format!("{pkg}/build.sh"), &BUILD.replace("MARKS", &marks));
         let recipe = RECIPE
             .replace("NAME", name)
             .replace("WAIT", wait)
@@ -163,14 +175,19 @@ fn a_batch_that_fails_goes_back_to_one_step_at_a_time_which_names_the_step() {
     );
     assert_eq!(tries("fixture-batch-b"), 2, "{details:?}");
     let log = std::fs::read_to_string(logs.join("fixture-batch-b.install.log")).unwrap();
-    assert!(
-        log.contains("that failed: fixture-batch-b: ") && log.contains("now installed on its own"),
-        "{log}"
-    );
+    assert!(log.contains("which failed: fixture-batch-b: "), "{log}");
     let err = text(&out.stdout);
     assert!(
         err.contains("fixture-batch-b") && err.contains("kiln_fixture_batch_b.missing"),
         "{err}"
+    );
+    // The step that went on alone says why in its outcome.
+    let outcomes = v["outcomes"].as_array().unwrap();
+    let a = outcomes.iter().find(|o| o["name"] == "fixture-batch-a").unwrap();
+    let note = a["note"].as_str().unwrap_or("");
+    assert!(
+        note.contains("installed on its own after the batch it was in failed"),
+        "{a}"
     );
     // One transaction: what the run installed is gone again.
     assert_eq!(installed(&w), "[]", "{err}");
@@ -223,6 +240,12 @@ fn no_member_of_a_batch_is_proven_by_what_another_member_loaded() {
     );
     let out = install(&w, &[]);
     assert!(!out.status.success(), "{}", text(&out.stdout));
+    let v = stdout_json(&out);
+    let details = install_details(Path::new(v["logs"].as_str().unwrap()));
+    assert!(
+        details.iter().any(|(_, d)| d.contains("one call with 1 more")),
+        "{details:?}"
+    );
     let err = text(&out.stdout);
     assert!(err.contains("needs kiln_fixture_batch_a loaded"), "{err}");
     assert_eq!(installed(&w), "[]", "{err}");
